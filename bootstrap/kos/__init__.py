@@ -1,0 +1,1 @@
+"""kos: Kubernetes on OpenStack, converged by Salt."""
