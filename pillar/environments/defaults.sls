@@ -1,0 +1,10 @@
+# Defaults for every environment. Override per environment in
+# environments/<domain with dots as underscores>.sls, per hostname in
+# minions/defaults/<hostname>.sls, per host in minions/<domain>/<hostname>.sls.
+# Every key is documented in pillar.example.
+kubernetes:
+  distribution: microk8s
+
+core:
+  ipv6_disabled: false
+  locale: C.UTF-8

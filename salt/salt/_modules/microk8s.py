@@ -1,0 +1,511 @@
+"""
+Manage a MicroK8s node through the ``microk8s`` command.
+
+Behaviour follows what the real CLI prints and returns (exit codes, worker-node
+guards, token rules); see the project's CLI reference, part A.
+
+:depends: the ``microk8s`` snap (``/snap/bin`` on PATH)
+"""
+
+import hashlib
+import json
+import logging
+import os
+import ssl
+import time
+
+import salt.utils.files
+import salt.utils.path
+import salt.utils.yaml
+from salt.exceptions import CommandExecutionError
+
+log = logging.getLogger(__name__)
+
+__virtualname__ = "microk8s"
+
+DEFAULT_SNAP_DATA = "/var/snap/microk8s/current"
+
+# Printed (exit 0) by several sub-commands on a node that joined as a worker.
+WORKER_MESSAGE = "This MicroK8s deployment is acting as a node in a cluster."
+STOPPED_MESSAGE = "microk8s is not running, try microk8s start"
+
+
+def __virtual__():
+    if salt.utils.path.which("microk8s"):
+        return __virtualname__
+    return (False, "microk8s: the 'microk8s' command is not on PATH (is the snap installed?)")
+
+
+def _snap_data(snap_data=None):
+    return snap_data or __salt__["config.get"]("microk8s:snap_data", DEFAULT_SNAP_DATA)
+
+
+def _message(res):
+    """The CLI's own words: microk8s prints most failures on stdout."""
+    parts = [res.get("stderr", "").strip(), res.get("stdout", "").strip()]
+    return "\n".join(p for p in parts if p) or f"exit code {res.get('retcode')}"
+
+
+def _run(args, secret=False, ok_retcodes=(0,), stdin=None):
+    """
+    Run ``microk8s <args>`` and raise CommandExecutionError on an unexpected exit code.
+
+    ``secret`` keeps the output out of the minion log (join tokens, kubeconfigs).
+    """
+    res = __salt__["cmd.run_all"](
+        ["microk8s", *args],
+        python_shell=False,
+        output_loglevel="quiet" if secret else "debug",
+        ignore_retcode=True,
+        stdin=stdin,
+    )
+    if res["retcode"] not in ok_retcodes:
+        raise CommandExecutionError(_message(res), info={"retcode": res["retcode"]})
+    return res
+
+
+def _flags(table):
+    """Build optional flags; ``is not None`` keeps 0 and False values."""
+    args = []
+    for flag, value in table:
+        if value is None or value is False:
+            continue
+        args.append(flag)
+        if value is not True:
+            args.append(str(value))
+    return args
+
+
+def _forget():
+    for key in [k for k in __context__ if str(k).startswith("microk8s.")]:
+        __context__.pop(key, None)
+
+
+def status(wait_ready=False, timeout=None):
+    """
+    Return the node's state, parsed from ``microk8s status --format yaml``.
+
+    Keys: ``running`` (bool), ``worker`` (True when the node joined a cluster as a
+    worker: status then only says so), ``stopped``, ``high_availability``
+    (``enabled`` and the dqlite ``nodes`` with their roles), ``addons``
+    (name -> ``{"status", "repository", "version"}``) and ``message``.
+
+    wait_ready
+        Block until the node is ready (``--wait-ready``).
+
+    timeout
+        Seconds to wait with ``wait_ready`` before giving up.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.status
+    """
+    key = "microk8s.status"
+    if not wait_ready and key in __context__:
+        return __context__[key]
+    args = ["status", "--format", "yaml"]
+    if wait_ready:
+        args.append("--wait-ready")
+        args += _flags([("--timeout", timeout)])
+    # 1 means "not ready"; the YAML is still printed.
+    res = _run(args, ok_retcodes=(0, 1))
+    out = res["stdout"]
+    ret = {
+        "running": False,
+        "worker": False,
+        "stopped": False,
+        "high_availability": {"enabled": False, "nodes": []},
+        "addons": {},
+        "message": "",
+    }
+    if out.startswith(WORKER_MESSAGE):
+        ret.update(running=None, worker=True, message=out.strip())
+    elif out.strip() == STOPPED_MESSAGE:
+        ret.update(stopped=True, message=out.strip())
+    else:
+        try:
+            data = salt.utils.yaml.safe_load(out)
+        except Exception as exc:  # pylint: disable=broad-except
+            raise CommandExecutionError(f"unreadable microk8s status output: {exc}") from exc
+        if not isinstance(data, dict) or "microk8s" not in data:
+            raise CommandExecutionError(_message(res))
+        ha = data.get("high-availability") or {}
+        ret["running"] = bool(data["microk8s"].get("running"))
+        ret["message"] = ha.get("message", "")
+        ret["high_availability"] = {
+            "enabled": bool(ha.get("enabled")),
+            "nodes": list(ha.get("nodes") or []),
+        }
+        for addon in data.get("addons") or []:
+            ret["addons"][addon["name"]] = {
+                "status": addon["status"],
+                "repository": addon.get("repository"),
+                "version": addon.get("version"),
+            }
+    __context__[key] = ret
+    return ret
+
+
+def is_worker():
+    """
+    True when this node joined a cluster as a worker (no control plane here).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.is_worker
+    """
+    return bool(status()["worker"])
+
+
+def cluster_members():
+    """
+    Return the dqlite members this control-plane node knows (address and role).
+
+    A node that never joined or was never joined lists only itself.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.cluster_members
+    """
+    return status()["high_availability"]["nodes"]
+
+
+def is_clustered():
+    """
+    True when the node is part of a multi-node cluster: a worker that joined, or a
+    control-plane node whose datastore has other members.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.is_clustered
+    """
+    st = status()
+    return bool(st["worker"]) or len(st["high_availability"]["nodes"]) > 1
+
+
+def addons():
+    """
+    Return ``{addon: "enabled"|"disabled"}`` for every addon the node knows.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.addons
+    """
+    return {name: info["status"] for name, info in status()["addons"].items()}
+
+
+def enable_addon(name, args=None):
+    """
+    Enable an addon (``microk8s enable NAME [ARGS...]``) and return its output.
+
+    name
+        Addon name, optionally qualified with its repository (``core/dns``).
+
+    args
+        List of arguments passed to the addon's enable script.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.enable_addon dns
+        salt '*' microk8s.enable_addon metallb args='["10.0.0.240-10.0.0.250"]'
+    """
+    try:
+        return _run(["enable", name, *[str(a) for a in (args or [])]])["stdout"]
+    finally:
+        _forget()
+
+
+def disable_addon(name, args=None, force=False, destroy_storage=False):
+    """
+    Disable an addon (``microk8s disable NAME [ARGS...]``) and return its output.
+
+    name
+        Addon name.
+
+    args
+        List of arguments passed to the addon's disable script.
+
+    force
+        Pass ``--force`` (needed to disable ``ha-cluster`` on a single node).
+
+    destroy_storage
+        For ``hostpath-storage``: also delete the volumes' data. Without it the
+        addon's script asks on stdin, gets no answer and exits 1 after removing the
+        provisioner; that exit is accepted here and the data is kept.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.disable_addon registry
+    """
+    target = name
+    ok = (0,)
+    if name in ("hostpath-storage", "core/hostpath-storage"):
+        if destroy_storage:
+            target = f"{name}:destroy-storage"
+        else:
+            ok = (0, 1)
+    cmd = ["disable", target, *[str(a) for a in (args or [])]]
+    if force:
+        cmd.append("--force")
+    try:
+        return _run(cmd, ok_retcodes=ok, stdin="")["stdout"]
+    finally:
+        _forget()
+
+
+def add_node(ttl=None, token=None):
+    """
+    Issue a join token (``microk8s add-node --format json``).
+
+    Returns ``{"token": "TOKEN/CHECK", "urls": [...], "expires": unix time or None}``.
+    The output is never logged.
+
+    ttl
+        Seconds the token stays valid. A TTL token can be used by many joins until
+        it expires; without TTL the token is burned by its first use, even by a
+        join that then fails.
+
+    token
+        Use this token (32+ characters) instead of a random one.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.add_node ttl=3600
+    """
+    issued = time.time()
+    res = _run(
+        ["add-node", "--format", "json", *_flags([("--token-ttl", ttl), ("--token", token)])],
+        secret=True,
+    )
+    try:
+        data = json.loads(res["stdout"])
+    except ValueError as exc:
+        raise CommandExecutionError("microk8s add-node printed no JSON") from exc
+    data["expires"] = int(issued + int(ttl)) if ttl is not None else None
+    return data
+
+
+def join(connection, worker=False, skip_verify=False):
+    """
+    Join the cluster behind ``connection`` (``IP:PORT/TOKEN[/CHECK]``).
+
+    Raises with the CLI's message when the join fails (exit 6: the cluster agent
+    refused, e.g. ``Connection failed. Invalid token (500).``; 4: certificate check).
+
+    worker
+        Join as a worker, without control plane.
+
+    skip_verify
+        Do not check the cluster's certificate fingerprint.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-1*' microk8s.join 10.1.0.11:25000/<token>/<check> worker=True
+    """
+    args = ["join", connection, *_flags([("--worker", worker), ("--skip-verify", skip_verify)])]
+    try:
+        return _run(args, secret=True)["stdout"]
+    finally:
+        _forget()
+
+
+def leave():
+    """
+    Leave the cluster (``microk8s leave``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-1*' microk8s.leave
+    """
+    try:
+        return _run(["leave"])["stdout"]
+    finally:
+        _forget()
+
+
+def remove_node(node, force=False):
+    """
+    Remove a departed node from the cluster (``microk8s remove-node NODE``).
+
+    node
+        Node name or InternalIP.
+
+    force
+        Also unregister it from dqlite when it never left cleanly.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.remove_node k8s-worker-2 force=True
+    """
+    try:
+        return _run(["remove-node", node, *_flags([("--force", force)])])["stdout"]
+    finally:
+        _forget()
+
+
+def refresh_certs(cert="server.crt"):
+    """
+    Regenerate a certificate (``microk8s refresh-certs --cert CERT``); for
+    ``server.crt`` this re-renders ``csr.conf.template`` first, so added SANs land.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.refresh_certs
+    """
+    try:
+        return _run(["refresh-certs", "--cert", cert])["stdout"]
+    finally:
+        _forget()
+
+
+def start():
+    """
+    Start the node's services (``microk8s start``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.start
+    """
+    try:
+        return _run(["start"])["stdout"]
+    finally:
+        _forget()
+
+
+def version():
+    """
+    Return ``{"version": "v1.31.9", "revision": "8148"}`` from ``microk8s version``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.version
+    """
+    words = _run(["version"])["stdout"].split()
+    # "MicroK8s v1.31.9 revision 8148"
+    if len(words) < 4 or words[0] != "MicroK8s":
+        raise CommandExecutionError(f"unexpected microk8s version output: {' '.join(words)}")
+    return {"version": words[1], "revision": words[3]}
+
+
+def nodes():
+    """
+    Return the Kubernetes nodes as seen from this control-plane node:
+    ``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": InternalIP}}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.nodes
+    """
+    res = _run(["kubectl", "get", "nodes", "-o", "json"])
+    if res["stdout"].startswith(WORKER_MESSAGE):
+        raise CommandExecutionError("this node is a worker: ask a control-plane node")
+    try:
+        items = json.loads(res["stdout"])["items"]
+    except (ValueError, KeyError) as exc:
+        raise CommandExecutionError("kubectl printed no node list") from exc
+    ret = {}
+    for item in items:
+        labels = item["metadata"].get("labels", {})
+        conditions = item.get("status", {}).get("conditions", [])
+        addresses = item.get("status", {}).get("addresses", [])
+        ret[item["metadata"]["name"]] = {
+            "ready": any(c["type"] == "Ready" and c["status"] == "True" for c in conditions),
+            "role": (
+                "worker" if "node.kubernetes.io/microk8s-worker" in labels else "control-plane"
+            ),
+            "ip": next((a["address"] for a in addresses if a["type"] == "InternalIP"), None),
+        }
+    return ret
+
+
+def config():
+    """
+    Return the admin kubeconfig (``microk8s config``). Holds a client key: never logged.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.config
+    """
+    return _run(["config"], secret=True)["stdout"]
+
+
+def cert_check(snap_data=None):
+    """
+    Return the 12-character fingerprint of the server certificate that join
+    connection strings carry (``/CHECK``): it changes when the certificate is
+    regenerated, which invalidates published connection strings.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.cert_check
+    """
+    path = os.path.join(_snap_data(snap_data), "certs", "server.crt")
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            der = ssl.PEM_cert_to_DER_cert(fh.read())
+    except OSError as exc:
+        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
+    return hashlib.sha256(der).hexdigest()[:12]
+
+
+def token_valid(token, snap_data=None):
+    """
+    True when ``token`` is still accepted by this node's cluster agent
+    (listed in ``cluster-tokens.txt`` with a future expiry, or persistent).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.token_valid <token>
+    """
+    creds = os.path.join(_snap_data(snap_data), "credentials")
+    now = time.time()
+    for name in ("persistent-cluster-tokens.txt", "cluster-tokens.txt"):
+        try:
+            with salt.utils.files.fopen(os.path.join(creds, name)) as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            value, _, expiry = line.strip().partition("|")
+            if value != token:
+                continue
+            if name.startswith("persistent") or not expiry or float(expiry) > now:
+                return True
+    return False
+

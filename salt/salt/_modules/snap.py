@@ -1,0 +1,114 @@
+"""
+Install snaps from a pinned channel through the ``snap`` command.
+
+Salt 3008 ships no snap module; this covers what the formula needs (list,
+install, refresh, remove) with snapd's own messages and exit codes.
+
+:depends: snapd
+"""
+
+import logging
+
+import salt.utils.path
+from salt.exceptions import CommandExecutionError
+
+log = logging.getLogger(__name__)
+
+__virtualname__ = "snap"
+__func_alias__ = {"list_": "list"}
+
+
+def __virtual__():
+    if salt.utils.path.which("snap"):
+        return __virtualname__
+    return (False, "snap: the 'snap' command is not on PATH (snapd is not installed)")
+
+
+def _run(args, ok_retcodes=(0,)):
+    res = __salt__["cmd.run_all"](
+        ["snap", *args], python_shell=False, ignore_retcode=True, output_loglevel="debug"
+    )
+    if res["retcode"] not in ok_retcodes:
+        msg = "\n".join(p for p in (res["stderr"].strip(), res["stdout"].strip()) if p)
+        raise CommandExecutionError(msg or f"snap exited {res['retcode']}")
+    return res
+
+
+def list_(name=None):
+    """
+    Return installed snaps as ``{name: {"version", "rev", "tracking", "publisher", "notes"}}``.
+
+    name
+        Only this snap; an empty dict when it is not installed.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.list microk8s
+    """
+    args = ["list"] + ([name] if name else [])
+    res = _run(args, ok_retcodes=(0, 1))
+    if res["retcode"] == 1:
+        if "no matching snaps installed" in res["stderr"]:
+            return {}
+        raise CommandExecutionError(res["stderr"].strip())
+    lines = res["stdout"].splitlines()
+    ret = {}
+    for line in lines[1:]:
+        cols = line.split()
+        if len(cols) < 6:
+            continue
+        ret[cols[0]] = {
+            "version": cols[1],
+            "rev": cols[2],
+            "tracking": cols[3],
+            "publisher": cols[4].rstrip("*✓"),
+            "notes": cols[5],
+        }
+    return ret
+
+
+def install(name, channel=None, classic=False):
+    """
+    Install a snap (``snap install NAME [--channel=C] [--classic]``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.install microk8s channel=1.31/stable classic=True
+    """
+    args = ["install", name]
+    if channel is not None:
+        args.append(f"--channel={channel}")
+    if classic:
+        args.append("--classic")
+    return _run(args)["stdout"].strip()
+
+
+def refresh(name, channel):
+    """
+    Move a snap to another channel (``snap refresh NAME --channel=C``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.refresh microk8s 1.32/stable
+    """
+    res = _run(["refresh", name, f"--channel={channel}"])
+    return (res["stdout"] or res["stderr"]).strip()
+
+
+def remove(name):
+    """
+    Remove a snap (``snap remove NAME``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.remove microk8s
+    """
+    return _run(["remove", name])["stdout"].strip()

@@ -1,0 +1,87 @@
+"""
+Keep a snap installed and tracking a pinned channel.
+"""
+
+from salt.exceptions import CommandExecutionError
+
+__virtualname__ = "snap"
+
+
+def __virtual__():
+    if "snap.list" in __salt__:
+        return __virtualname__
+    return (False, "snap: the snap execution module is not available")
+
+
+def _channel(tracking):
+    # snap list shortens nothing for two-part channels; "latest/stable" may show as "stable".
+    return tracking if "/" in tracking else f"latest/{tracking}"
+
+
+def installed(name, channel, classic=False):
+    """
+    Ensure snap ``name`` is installed and tracks ``channel``.
+
+    name
+        The snap.
+
+    channel
+        ``track/risk``, e.g. ``1.31/stable``. A different tracked channel is
+        refreshed to this one.
+
+    classic
+        The snap needs classic confinement (microk8s does).
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    try:
+        current = __salt__["snap.list"](name).get(name)
+        want = _channel(channel)
+        if current and _channel(current["tracking"]) == want:
+            ret["comment"] = f"{name} is installed from {want}"
+            return ret
+        old = _channel(current["tracking"]) if current else None
+        ret["changes"] = {"channel": {"old": old, "new": want}}
+        verb = "install" if current is None else "refresh"
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"{name} would {verb} from {want}"
+            return ret
+        if current is None:
+            __salt__["snap.install"](name, channel=channel, classic=classic)
+        else:
+            __salt__["snap.refresh"](name, channel)
+        after = __salt__["snap.list"](name).get(name)
+        if not after or _channel(after["tracking"]) != want:
+            ret["result"] = False
+            ret["comment"] = f"{name} still does not track {want} after snap {verb}"
+            return ret
+        ret["comment"] = f"{name} {verb}ed from {want}"
+    except CommandExecutionError as exc:
+        ret["result"] = False
+        ret["changes"] = {}
+        ret["comment"] = str(exc)
+    return ret
+
+
+def removed(name):
+    """
+    Ensure snap ``name`` is not installed.
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    try:
+        current = __salt__["snap.list"](name).get(name)
+        if current is None:
+            ret["comment"] = f"{name} is not installed"
+            return ret
+        ret["changes"] = {"installed": {"old": current["tracking"], "new": None}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"{name} would be removed"
+            return ret
+        __salt__["snap.remove"](name)
+        ret["comment"] = f"{name} removed"
+    except CommandExecutionError as exc:
+        ret["result"] = False
+        ret["changes"] = {}
+        ret["comment"] = str(exc)
+    return ret

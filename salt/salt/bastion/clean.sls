@@ -1,0 +1,18 @@
+{%- from "bastion/map.jinja" import bastion, kos with context %}
+
+bastion-clean-file-absent-jail:
+  file.absent:
+    - name: {{ bastion.fail2ban.jail_file }}
+
+bastion-clean-iptables-delete-masquerade:
+  iptables.delete:
+    - table: nat
+    - chain: POSTROUTING
+    - source: {{ kos.networks.private_cidr }}
+    - out-interface: {{ bastion.public_interface }}
+    - jump: MASQUERADE
+    - save: {{ bastion.rules_file }}
+
+bastion-clean-sysctl-forwarding-file-absent:
+  file.absent:
+    - name: /etc/sysctl.d/90-kos-bastion.conf

@@ -1,0 +1,4 @@
+include:
+  - bastion.forwarding
+  - bastion.nat
+  - bastion.fail2ban

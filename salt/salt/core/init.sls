@@ -1,0 +1,11 @@
+include:
+  - core.sysctl
+  - core.limits
+  - core.locale
+  - core.banners
+  - core.sshd
+  - core.resolver
+  - core.hosts
+  - core.packages
+  - core.minion
+  - core.users

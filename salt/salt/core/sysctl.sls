@@ -1,0 +1,15 @@
+{%- from "core/map.jinja" import core with context %}
+{%- if core.manage.sysctl %}
+{%- set settings = dict(core.sysctl) %}
+{%- if core.ipv6_disabled %}
+{%- do settings.update({'net.ipv6.conf.all.disable_ipv6': 1, 'net.ipv6.conf.default.disable_ipv6': 1}) %}
+{%- endif %}
+{%- for name, value in settings | dictsort %}
+
+core-sysctl-sysctl-present-{{ name }}:
+  sysctl.present:
+    - name: {{ name }}
+    - value: {{ value }}
+    - config: /etc/sysctl.d/90-kos.conf
+{%- endfor %}
+{%- endif %}

@@ -1,0 +1,20 @@
+{#- Every other node joins the first control-plane node's cluster with the token
+    it published in the mine. #}
+{%- from "kos/map.jinja" import kos with context %}
+{%- set role = kos.nodes.get(kos.id, {}).get('role', 'worker') %}
+include:
+  - microk8s
+{%- if role == 'control_plane' %}
+  - microk8s.sans
+{%- endif %}
+
+microk8s-joined-microk8s-cluster_joined:
+  microk8s.cluster_joined:
+    - name: {{ kos.first_control_plane }}
+    - source: {{ kos.first_control_plane }}
+    - role: {{ role }}
+    - require:
+      - microk8s: microk8s-init-microk8s-running
+{%- if role == 'control_plane' %}
+      - sls: microk8s.sans
+{%- endif %}

@@ -1,0 +1,218 @@
+"""
+A real salt-master on a test bridge and real salt-minions, each in its own network
+namespace with the microk8s/snap stand-ins on PATH and its own stand-in root (its
+"disk"). The state tree is the repository's; the pillar tree is the repository's
+plus the per-deployment layers a test writes.
+"""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+import shutil
+import signal
+import textwrap
+from pathlib import Path
+
+import attr
+import pytest
+import yaml
+from saltfactories.daemons.minion import SaltMinion
+
+from tests.netlab import NetLab, can_use_netns
+
+REPO = Path(__file__).resolve().parents[2]
+STANDINS = REPO / "tests" / "standins"
+DOMAIN = "kos-it.test"
+DOMAIN_SLS = DOMAIN.replace(".", "_")
+CIDR = "10.250.0.0/24"
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+
+@attr.s(kw_only=True, slots=True)
+class NetnsMinion(SaltMinion):
+    """A salt-minion started inside a network namespace."""
+
+    netns = attr.ib()
+
+    def cmdline(self, *args):
+        return ["ip", "netns", "exec", self.netns, *super().cmdline(*args)]
+
+
+def kill_standin_daemons(root):
+    for pidfile in Path(root).rglob("kos-standin-*.pid"):
+        try:
+            os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass
+
+
+class Deployment:
+    """The pillar a Terraform run would hand the master, for the test hosts."""
+
+    def __init__(self, pillar_dir, lab, names):
+        self.pillar_dir = Path(pillar_dir)
+        self.lab = lab
+        self.names = names
+
+    def fqdn(self, hostname):
+        return f"{hostname}.{DOMAIN}"
+
+    def write(self, path, data):
+        target = self.pillar_dir / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False)
+        target.write_text(textwrap.dedent(text))
+        return target
+
+    def remove(self, path):
+        (self.pillar_dir / path).unlink(missing_ok=True)
+
+    def from_terraform(self):
+        hosts = self.lab.hosts
+        nodes = {}
+        for name in self.names:
+            if name.startswith("k8s-"):
+                role = "control_plane" if name.startswith("k8s-cp-") else "worker"
+                nodes[self.fqdn(name)] = {"role": role, "ip": hosts[name].address}
+        return {
+            "kos": {
+                "cluster_name": "kos-it",
+                "domain": DOMAIN,
+                "deploy_user": "debian",
+                "networks": {
+                    "public_cidr": "10.249.0.0/24",
+                    "private_cidr": CIDR,
+                    "pod_cidr": "10.244.0.0/16",
+                    "service_cidr": "10.96.0.0/12",
+                },
+                "salt_master": {"id": self.fqdn("salt"), "ip": hosts["salt"].address},
+                "nodes": nodes,
+                "first_control_plane": self.fqdn("k8s-cp-1"),
+                "api": {"floating_ip": "203.0.113.10", "admin_ip": None},
+            },
+            "core": {"users": []},
+        }
+
+
+@pytest.fixture(scope="package")
+def netlab():
+    if not can_use_netns():
+        pytest.skip("needs root and network namespaces")
+    lab = NetLab(prefix="kosit", cidr=CIDR).up()
+    yield lab
+    lab.down()
+
+
+@pytest.fixture(scope="package")
+def host_roots(tmp_path_factory):
+    return tmp_path_factory.mktemp("hosts")
+
+
+HOSTNAMES = ["salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2"]
+
+
+@pytest.fixture(scope="package")
+def pillar_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pillar-layers")
+
+
+@pytest.fixture(scope="package")
+def deployment(netlab, pillar_dir, host_roots):
+    for name in HOSTNAMES:
+        netlab.add_host(name)
+    dep = Deployment(pillar_dir, netlab, HOSTNAMES)
+    dep.write("_from_terraform.sls", dep.from_terraform())
+    # This environment is the test machine itself: only what a test host may change.
+    dep.write(
+        f"environments/{DOMAIN_SLS}.sls",
+        {
+            "core": {
+                "manage": {
+                    key: key == "hosts"
+                    for key in ("sysctl", "limits", "locale", "banners", "sshd", "resolver",
+                                "hosts", "packages", "minion", "users")
+                }
+            },
+            "salt_master": {"manage_service": False},
+            "microk8s": {"ready_timeout": 30},
+        },
+    )
+    for name in HOSTNAMES:
+        root = host_roots / name
+        (root / "etc").mkdir(parents=True, exist_ok=True)
+        (root / "etc" / "hostname").write_text(f"{name}\n")
+        (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+        # The most specific layer: where this host's "disk" is.
+        dep.write(
+            f"minions/{DOMAIN_SLS}/{name}.sls",
+            {
+                "core": {"hosts_file": str(root / "etc" / "hosts")},
+                "kos": {"state_dir": str(root / "etc" / "kos")},
+                "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
+                "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+            },
+        )
+    yield dep
+    kill_standin_daemons(host_roots)
+
+
+@pytest.fixture(scope="package")
+def salt_master(salt_factories, netlab, deployment, pillar_dir):
+    factory = salt_factories.salt_master_daemon(
+        "kos-it-master",
+        overrides={
+            "interface": netlab.gateway,
+            "file_roots": {"base": [str(REPO / "salt" / "salt")]},
+            "pillar_roots": {"base": [str(REPO / "pillar"), str(pillar_dir)]},
+            "minion_data_cache": True,
+            "timeout": 60,
+        },
+    )
+    with factory.started(start_timeout=120):
+        yield factory
+
+
+@pytest.fixture(scope="package")
+def minions(salt_master, netlab, deployment, host_roots):
+    started = {}
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    try:
+        for name in HOSTNAMES:
+            root = host_roots / name
+            factory = salt_master.salt_minion_daemon(
+                deployment.fqdn(name),
+                factory_class=NetnsMinion,
+                netns=netlab.hosts[name].netns,
+                overrides={"master": netlab.gateway, "interface": "0.0.0.0"},
+            )
+            factory.environ.update(
+                PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
+                KOS_STANDIN_ROOT=str(root),
+            )
+            started[name] = factory
+        # Started together: each start waits for the master to see the minion.
+        with ThreadPoolExecutor(len(started)) as pool:
+            for fut in [pool.submit(f.start, start_timeout=180) for f in started.values()]:
+                fut.result()
+        yield started
+    finally:
+        for factory in started.values():
+            factory.terminate()
+
+
+@pytest.fixture(scope="package")
+def salt_run(salt_master):
+    return salt_master.salt_run_cli(timeout=900)
+
+
+@pytest.fixture(scope="package")
+def salt_cli(salt_master):
+    return salt_master.salt_cli(timeout=600)
+
+
+def root_of(host_roots, name):
+    return Path(host_roots) / name
+
+
+def wipe(path):
+    shutil.rmtree(path, ignore_errors=True)
