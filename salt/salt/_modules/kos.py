@@ -84,6 +84,11 @@ class _Checker:
             return MISSING
         return value
 
+    def seq(self, key):
+        """The list at ``key``, or an empty one when it is missing or not a list."""
+        value = self.optional(key, list)
+        return [] if value is MISSING else value
+
     def cidr(self, key, required=False):
         value = (self.require if required else self.optional)(
             key, str, *(["set it to a network such as 10.1.0.0/16"] if required else [])
@@ -157,9 +162,9 @@ def _check_core(c):
     if sysctl is not MISSING:
         for name, value in sysctl.items():
             c.typed(f"core:sysctl:{name}", value, (int, str))
-    for i, ns in enumerate(c.optional("core:nameservers", list) or []):
+    for i, ns in enumerate(c.seq("core:nameservers")):
         c.ip(f"core:nameservers:{i}") if isinstance(ns, str) else c.typed(f"core:nameservers:{i}", ns, str)
-    for i, pkg in enumerate(c.optional("core:packages", list) or []):
+    for i, pkg in enumerate(c.seq("core:packages")):
         c.typed(f"core:packages:{i}", pkg, str)
     port = c.optional("core:sshd:port", int)
     if port is not MISSING and not 0 < port < 65536:
@@ -200,7 +205,7 @@ def _check_microk8s(c):
     low = c.optional("microk8s:token:min_remaining", int)
     if ttl is not MISSING and low is not MISSING and ttl <= low:
         c.error("microk8s:token:ttl", f"{ttl} is not above min_remaining ({low})", "raise ttl or lower min_remaining")
-    for i, san in enumerate(c.optional("microk8s:extra_sans", list) or []):
+    for i, san in enumerate(c.seq("microk8s:extra_sans")):
         c.typed(f"microk8s:extra_sans:{i}", san, str)
 
 

@@ -1,0 +1,204 @@
+"""Unit tests of the microk8s execution module: argument lists, parsing, secrets."""
+
+import json
+from unittest.mock import MagicMock, create_autospec
+
+import pytest
+import salt.modules.cmdmod
+import salt.modules.config
+from salt.exceptions import CommandExecutionError
+
+from tests.unit.conftest import load
+
+microk8s = load("modules", "microk8s")
+
+# Reference A.3.3 (fresh 1.31 node), shortened to three addons.
+FRESH_YAML = """microk8s:
+  running: True
+high-availability:
+  enabled: True
+  nodes:
+    - address: 127.0.0.1:19001
+      role: voter
+addons:
+  - name: dns
+    repository: core
+    description: CoreDNS
+    version: 1.10.1
+    status: enabled
+  - name: community
+    repository: core
+    description: The community addons repository
+    version:  
+    status: disabled
+  - name: registry
+    repository: core
+    description: Private image registry exposed on localhost:32000
+    version: 2.8.1
+    status: disabled
+"""
+NOT_READY_YAML = """microk8s:
+  running: False
+high-availability:
+  enabled: True
+  nodes:
+    - address: 127.0.0.1:19001
+      role: voter
+  message: microk8s is not running. Use microk8s inspect for a deeper inspection.
+"""
+
+
+def result(stdout="", retcode=0, stderr=""):
+    return {"stdout": stdout, "stderr": stderr, "retcode": retcode, "pid": 1}
+
+
+@pytest.fixture
+def run_all():
+    return create_autospec(salt.modules.cmdmod.run_all, return_value=result())
+
+
+@pytest.fixture
+def configure_loader_modules(run_all):
+    config_get = create_autospec(salt.modules.config.get, side_effect=lambda key, default="": default)
+    return {microk8s: {"__salt__": {"cmd.run_all": run_all, "config.get": config_get}, "__context__": {}}}
+
+
+def called_args(run_all):
+    return run_all.call_args.args[0]
+
+
+def test_virtual_needs_the_binary(monkeypatch):
+    monkeypatch.setattr(microk8s.salt.utils.path, "which", lambda _: None)
+    ok, why = microk8s.__virtual__()
+    assert ok is False and "microk8s" in why
+    monkeypatch.setattr(microk8s.salt.utils.path, "which", lambda _: "/snap/bin/microk8s")
+    assert microk8s.__virtual__() == "microk8s"
+
+
+def test_status_parses_yaml_and_is_cached(run_all):
+    run_all.return_value = result(FRESH_YAML)
+    st = microk8s.status()
+    assert called_args(run_all) == ["microk8s", "status", "--format", "yaml"]
+    assert run_all.call_args.kwargs["python_shell"] is False
+    assert st["running"] is True and st["worker"] is False
+    assert st["high_availability"]["nodes"] == [{"address": "127.0.0.1:19001", "role": "voter"}]
+    assert microk8s.addons() == {"dns": "enabled", "community": "disabled", "registry": "disabled"}
+    assert st["addons"]["community"]["version"] is None
+    assert run_all.call_count == 1  # addons() reused the cached status
+
+
+def test_status_not_ready_is_exit_1_with_message(run_all):
+    run_all.return_value = result(NOT_READY_YAML, retcode=1)
+    st = microk8s.status()
+    assert st["running"] is False
+    assert st["message"].startswith("microk8s is not running")
+
+
+def test_status_on_a_worker(run_all):
+    run_all.return_value = result(
+        "This MicroK8s deployment is acting as a node in a cluster.\nPlease use the control plane node.\n"
+    )
+    st = microk8s.status()
+    assert st["worker"] is True and microk8s.is_worker() and microk8s.is_clustered()
+
+
+def test_status_wait_ready_with_timeout_zero_keeps_the_flag(run_all):
+    run_all.return_value = result(FRESH_YAML)
+    microk8s.status(wait_ready=True, timeout=0)
+    assert called_args(run_all) == ["microk8s", "status", "--format", "yaml", "--wait-ready", "--timeout", "0"]
+
+
+def test_add_node_passes_ttl_and_never_logs(run_all):
+    run_all.return_value = result(json.dumps({"token": "t" * 32 + "/abcdefabcdef", "urls": ["10.1.0.11:25000/x/y"]}))
+    data = microk8s.add_node(ttl=3600)
+    assert called_args(run_all) == ["microk8s", "add-node", "--format", "json", "--token-ttl", "3600"]
+    assert run_all.call_args.kwargs["output_loglevel"] == "quiet"
+    assert data["expires"] > 0 and data["urls"] == ["10.1.0.11:25000/x/y"]
+
+
+def test_add_node_ttl_zero_survives(run_all):
+    run_all.return_value = result(json.dumps({"token": "x", "urls": []}))
+    microk8s.add_node(ttl=0)
+    assert called_args(run_all)[-2:] == ["--token-ttl", "0"]
+
+
+def test_join_worker_quiet_and_failure_message(run_all):
+    run_all.return_value = result("Contacting cluster at 10.1.0.11\nConnection failed. Invalid token (500).\n", retcode=6)
+    with pytest.raises(CommandExecutionError, match=r"Invalid token \(500\)") as exc:
+        microk8s.join("10.1.0.11:25000/" + "a" * 32 + "/abcdefabcdef", worker=True)
+    assert called_args(run_all) == ["microk8s", "join", "10.1.0.11:25000/" + "a" * 32 + "/abcdefabcdef", "--worker"]
+    assert run_all.call_args.kwargs["output_loglevel"] == "quiet"
+    assert exc.value.info["retcode"] == 6
+
+
+def test_disable_hostpath_storage_keeps_data_and_accepts_the_unanswered_prompt(run_all):
+    run_all.return_value = result("Remove PVC storage at ... ? (Y/N): ", retcode=1)
+    microk8s.disable_addon("hostpath-storage")
+    assert called_args(run_all) == ["microk8s", "disable", "hostpath-storage"]
+    # With destroy_storage nothing is asked, so exit 1 is a real failure.
+    with pytest.raises(CommandExecutionError):
+        microk8s.disable_addon("hostpath-storage", destroy_storage=True)
+    run_all.return_value = result("Storage space reclaimed.")
+    microk8s.disable_addon("hostpath-storage", destroy_storage=True)
+    assert called_args(run_all) == ["microk8s", "disable", "hostpath-storage:destroy-storage"]
+
+
+def test_disable_ha_cluster_force(run_all):
+    microk8s.disable_addon("ha-cluster", force=True)
+    assert called_args(run_all) == ["microk8s", "disable", "ha-cluster", "--force"]
+
+
+def test_enable_addon_args_and_cache_dropped(run_all):
+    run_all.return_value = result(FRESH_YAML)
+    microk8s.status()
+    run_all.return_value = result("MetalLB is enabled")
+    microk8s.enable_addon("metallb", args=["10.0.0.240-10.0.0.250"])
+    assert called_args(run_all) == ["microk8s", "enable", "metallb", "10.0.0.240-10.0.0.250"]
+    assert "microk8s.status" not in microk8s.__context__
+
+
+def test_failure_raises_with_the_cli_text(run_all):
+    run_all.return_value = result("", retcode=1, stderr="Addon foo was not found in any repository")
+    with pytest.raises(CommandExecutionError, match="was not found in any repository"):
+        microk8s.enable_addon("foo")
+
+
+def test_remove_node_and_refresh_certs_args(run_all):
+    microk8s.remove_node("k8s-worker-2", force=True)
+    assert called_args(run_all) == ["microk8s", "remove-node", "k8s-worker-2", "--force"]
+    microk8s.refresh_certs()
+    assert called_args(run_all) == ["microk8s", "refresh-certs", "--cert", "server.crt"]
+    microk8s.leave()
+    assert called_args(run_all) == ["microk8s", "leave"]
+
+
+def test_version(run_all):
+    run_all.return_value = result("MicroK8s v1.31.9 revision 8148\n")
+    assert microk8s.version() == {"version": "v1.31.9", "revision": "8148"}
+
+
+def test_nodes_from_kubectl(run_all):
+    doc = {"items": [
+        {"metadata": {"name": "cp1", "labels": {"node.kubernetes.io/microk8s-controlplane": "microk8s-controlplane"}},
+         "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.11"}],
+                    "conditions": [{"type": "Ready", "status": "True"}]}},
+        {"metadata": {"name": "w1", "labels": {"node.kubernetes.io/microk8s-worker": "microk8s-worker"}},
+         "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.12"}],
+                    "conditions": [{"type": "Ready", "status": "False"}]}},
+    ]}
+    run_all.return_value = result(json.dumps(doc))
+    assert microk8s.nodes() == {
+        "cp1": {"ready": True, "role": "control-plane", "ip": "10.1.0.11"},
+        "w1": {"ready": False, "role": "worker", "ip": "10.1.0.12"},
+    }
+    assert called_args(run_all) == ["microk8s", "kubectl", "get", "nodes", "-o", "json"]
+
+
+def test_token_valid_reads_the_agent_files(tmp_path, monkeypatch):
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    (creds / "cluster-tokens.txt").write_text(f"{'a' * 32}\n{'b' * 32}|{2**40}\n{'c' * 32}|1\n")
+    assert microk8s.token_valid("a" * 32, str(tmp_path))
+    assert microk8s.token_valid("b" * 32, str(tmp_path))
+    assert not microk8s.token_valid("c" * 32, str(tmp_path))  # expired
+    assert not microk8s.token_valid("d" * 32, str(tmp_path))
