@@ -1,0 +1,185 @@
+# Thin root: computes the addressing plan and wires the modules together.
+#
+# Private addresses are fixed (cidrhost) rather than left to DHCP because the pillar
+# rendered into the Salt master's user data must name every node before anything boots.
+# Fixed addresses live in the lower half of each network; DHCP's pool is the upper half.
+
+locals {
+  domain = var.deploy_domain_name
+  tags   = ["kos", "kos-cluster=${var.cluster_name}"]
+
+  # microk8s serves the API on 16443, kubeadm on 6443.
+  api_port = var.kubernetes_distribution == "microk8s" ? 16443 : 6443
+
+  # The bastion holds the private network's gateway address: it NATs the private network.
+  bastion_private_ip = cidrhost(var.private_cidr, 1)
+  bastion_public_ip  = cidrhost(var.public_cidr, 10)
+  salt_master_ip     = cidrhost(var.private_cidr, 10)
+
+  first_cp_on_public = var.first_control_plane_access == "floating_ip"
+
+  kube_nodes = {
+    for i in range(var.num_kube_nodes) :
+    (i < var.num_control_plane ? "k8s-cp-${i + 1}" : "k8s-worker-${i - var.num_control_plane + 1}") => {
+      role              = i < var.num_control_plane ? "control_plane" : "worker"
+      private_ip        = cidrhost(var.private_cidr, 20 + i)
+      availability_zone = length(var.availability_zones) > 0 ? var.availability_zones[i % length(var.availability_zones)] : null
+      public_ip         = i == 0 && local.first_cp_on_public ? cidrhost(var.public_cidr, 11) : null
+      floating_ip       = i == 0 && local.first_cp_on_public
+      admin_network     = i == 0 && !local.first_cp_on_public
+    }
+  }
+  first_control_plane = "k8s-cp-1"
+
+  # Only a bcrypt hash goes to the VMs, and only when asked for.
+  root_password_hash = var.set_root_password ? bcrypt(var.root_password) : null
+
+  cloud_init = {
+    domain                = local.domain
+    salt_master_ip        = local.salt_master_ip
+    deploy_user           = var.deploy_user
+    ssh_public_keys       = var.ssh_public_keys
+    salt_version          = var.salt_version
+    salt_bootstrap_url    = var.salt_bootstrap_url
+    salt_bootstrap_sha256 = var.salt_bootstrap_sha256
+    hosts = {
+      salt    = local.salt_master_ip
+      bastion = local.bastion_private_ip
+    }
+  }
+}
+
+module "network" {
+  source = "./modules/network"
+
+  name_prefix           = var.cluster_name
+  tags                  = local.tags
+  external_network_name = var.external_network_name
+  public_cidr           = var.public_cidr
+  private_cidr          = var.private_cidr
+  private_gateway_ip    = local.bastion_private_ip
+  dns_nameservers       = var.dns_nameservers
+}
+
+module "bastion" {
+  source = "./modules/bastion"
+
+  name_prefix           = var.cluster_name
+  tags                  = local.tags
+  image_name            = var.base_image
+  flavor_name           = var.bastion_flavor
+  external_network_name = var.external_network_name
+  public_network_id     = module.network.public_network_id
+  public_subnet_id      = module.network.public_subnet_id
+  private_network_id    = module.network.private_network_id
+  private_subnet_id     = module.network.private_subnet_id
+  public_ip             = local.bastion_public_ip
+  private_ip            = local.bastion_private_ip
+  private_cidr          = var.private_cidr
+  pod_cidr              = var.pod_cidr
+  ssh_allowed_cidrs     = var.ssh_allowed_cidrs
+  cloud_init            = local.cloud_init
+  root_password_hash    = local.root_password_hash
+}
+
+module "nodes" {
+  source = "./modules/nodes"
+
+  name_prefix           = var.cluster_name
+  tags                  = local.tags
+  nodes                 = local.kube_nodes
+  image_name            = var.base_image
+  flavor_name           = var.kube_node_flavor
+  distribution          = var.kubernetes_distribution
+  api_port              = local.api_port
+  external_network_name = var.external_network_name
+  admin_network_name    = var.admin_network_name
+  public_network_id     = module.network.public_network_id
+  public_subnet_id      = module.network.public_subnet_id
+  private_network_id    = module.network.private_network_id
+  private_subnet_id     = module.network.private_subnet_id
+  private_cidr          = var.private_cidr
+  pod_cidr              = var.pod_cidr
+  service_cidr          = var.service_cidr
+  bastion_private_ip    = local.bastion_private_ip
+  api_allowed_cidrs     = coalesce(var.api_allowed_cidrs, var.ssh_allowed_cidrs)
+  ingress_allowed_cidrs = var.ingress_allowed_cidrs
+  cloud_init            = local.cloud_init
+  root_password_hash    = local.root_password_hash
+}
+
+locals {
+  kubernetes_nodes = {
+    for name, node in module.nodes.nodes : "${name}.${local.domain}" => {
+      role              = node.role
+      private_ip        = node.private_ip
+      floating_ip       = node.floating_ip
+      availability_zone = node.availability_zone
+    }
+  }
+
+  # The contract with the Salt side (pillar/ and salt/): keep the shape stable.
+  pillar = {
+    kos = {
+      cluster_name = var.cluster_name
+      domain       = local.domain
+      deploy_user  = var.deploy_user
+      networks = {
+        public_cidr  = var.public_cidr
+        private_cidr = var.private_cidr
+        pod_cidr     = var.pod_cidr
+        service_cidr = var.service_cidr
+      }
+      salt_master = {
+        id = "salt.${local.domain}"
+        ip = local.salt_master_ip
+      }
+      bastion = {
+        id          = "bastion.${local.domain}"
+        ip          = module.bastion.private_ip
+        public_ip   = module.bastion.public_ip
+        floating_ip = module.bastion.floating_ip
+      }
+      nodes = {
+        for id, node in local.kubernetes_nodes : id => {
+          role              = node.role
+          ip                = node.private_ip
+          availability_zone = node.availability_zone
+          floating_ip       = node.floating_ip
+        }
+      }
+      first_control_plane = "${local.first_control_plane}.${local.domain}"
+      api = {
+        floating_ip = module.nodes.nodes[local.first_control_plane].floating_ip
+        admin_ip    = module.nodes.nodes[local.first_control_plane].admin_ip
+      }
+    }
+    # The key an environment layer overrides to switch distribution.
+    kubernetes = {
+      distribution = var.kubernetes_distribution
+    }
+    core = {
+      users = [for user in var.users : { name = user.name, ssh_keys = user.ssh_keys, sudo = user.sudo }]
+    }
+  }
+  salt_pillar = yamlencode(local.pillar)
+}
+
+module "salt_master" {
+  source = "./modules/salt_master"
+
+  name_prefix        = var.cluster_name
+  tags               = local.tags
+  image_name         = var.base_image
+  flavor_name        = var.salt_master_flavor
+  volume_size        = var.salt_master_volume_size
+  volume_type        = var.salt_master_volume_type
+  private_network_id = module.network.private_network_id
+  private_subnet_id  = module.network.private_subnet_id
+  private_ip         = local.salt_master_ip
+  private_cidr       = var.private_cidr
+  bastion_private_ip = local.bastion_private_ip
+  pillar             = local.salt_pillar
+  cloud_init         = local.cloud_init
+  root_password_hash = local.root_password_hash
+}

@@ -1,0 +1,67 @@
+# Router on the external network; a public network behind it and a private network whose
+# gateway is the bastion (not the router), so the private VMs egress through the bastion.
+
+locals {
+  # DHCP hands out the upper half of each network; the lower half is for fixed addresses.
+  public_pool_start  = cidrhost(var.public_cidr, pow(2, 32 - tonumber(split("/", var.public_cidr)[1])) / 2)
+  private_pool_start = cidrhost(var.private_cidr, pow(2, 32 - tonumber(split("/", var.private_cidr)[1])) / 2)
+}
+
+data "openstack_networking_network_v2" "external" {
+  name     = var.external_network_name
+  external = true
+}
+
+resource "openstack_networking_router_v2" "this" {
+  name                = "${var.name_prefix}-router"
+  admin_state_up      = true
+  external_network_id = data.openstack_networking_network_v2.external.id
+  tags                = var.tags
+}
+
+resource "openstack_networking_network_v2" "public" {
+  name           = "${var.name_prefix}-public"
+  admin_state_up = true
+  tags           = var.tags
+}
+
+resource "openstack_networking_subnet_v2" "public" {
+  name            = "${var.name_prefix}-public"
+  network_id      = openstack_networking_network_v2.public.id
+  cidr            = var.public_cidr
+  ip_version      = 4
+  gateway_ip      = cidrhost(var.public_cidr, 1)
+  dns_nameservers = var.dns_nameservers
+  tags            = var.tags
+
+  allocation_pool {
+    start = local.public_pool_start
+    end   = cidrhost(var.public_cidr, -2)
+  }
+}
+
+resource "openstack_networking_router_interface_v2" "public" {
+  router_id = openstack_networking_router_v2.this.id
+  subnet_id = openstack_networking_subnet_v2.public.id
+}
+
+resource "openstack_networking_network_v2" "private" {
+  name           = "${var.name_prefix}-private"
+  admin_state_up = true
+  tags           = var.tags
+}
+
+resource "openstack_networking_subnet_v2" "private" {
+  name            = "${var.name_prefix}-private"
+  network_id      = openstack_networking_network_v2.private.id
+  cidr            = var.private_cidr
+  ip_version      = 4
+  gateway_ip      = var.private_gateway_ip
+  dns_nameservers = var.dns_nameservers
+  tags            = var.tags
+
+  allocation_pool {
+    start = local.private_pool_start
+    end   = cidrhost(var.private_cidr, -2)
+  }
+}

@@ -1,0 +1,141 @@
+variable "name_prefix" {
+  type        = string
+  description = "Prefix of every resource name (the cluster name)."
+}
+
+variable "tags" {
+  type        = list(string)
+  description = "Tags put on every resource that takes them."
+  default     = []
+}
+
+variable "nodes" {
+  type = map(object({
+    role              = string
+    private_ip        = string
+    availability_zone = optional(string)
+    public_ip         = optional(string)
+    floating_ip       = optional(bool, false)
+    admin_network     = optional(bool, false)
+  }))
+  description = "Kubernetes nodes by hostname: role (control_plane or worker), fixed private address, availability zone, and for the first control plane a public address with a floating IP or a port on the admin network."
+
+  validation {
+    condition     = alltrue([for node in values(var.nodes) : contains(["control_plane", "worker"], node.role)])
+    error_message = "Every node's role must be control_plane or worker."
+  }
+
+  validation {
+    condition     = alltrue([for node in values(var.nodes) : !node.floating_ip || node.public_ip != null])
+    error_message = "A node with a floating IP needs a public_ip: the floating IP is bound to its public port."
+  }
+}
+
+variable "image_name" {
+  type        = string
+  description = "Image the nodes boot from."
+}
+
+variable "flavor_name" {
+  type        = string
+  description = "Flavor of the nodes."
+}
+
+variable "distribution" {
+  type        = string
+  description = "microk8s or kubeadm: decides which control-plane ports are opened between nodes."
+
+  validation {
+    condition     = contains(["microk8s", "kubeadm"], var.distribution)
+    error_message = "distribution must be microk8s or kubeadm."
+  }
+}
+
+variable "api_port" {
+  type        = number
+  description = "Port of the Kubernetes API server."
+}
+
+variable "external_network_name" {
+  type        = string
+  description = "External network the floating IPs come from."
+}
+
+variable "admin_network_name" {
+  type        = string
+  description = "Existing admin network for nodes with admin_network = true."
+  default     = null
+}
+
+variable "public_network_id" {
+  type        = string
+  description = "ID of the public network."
+}
+
+variable "public_subnet_id" {
+  type        = string
+  description = "ID of the public subnet."
+}
+
+variable "private_network_id" {
+  type        = string
+  description = "ID of the private network."
+}
+
+variable "private_subnet_id" {
+  type        = string
+  description = "ID of the private subnet."
+}
+
+variable "private_cidr" {
+  type        = string
+  description = "CIDR of the private network."
+}
+
+variable "pod_cidr" {
+  type        = string
+  description = "CIDR of the pods: an allowed address pair on every node port."
+}
+
+variable "service_cidr" {
+  type        = string
+  description = "CIDR of the services: an allowed address pair on every node port."
+}
+
+variable "bastion_private_ip" {
+  type        = string
+  description = "Private address of the bastion, the only SSH source allowed."
+}
+
+variable "api_allowed_cidrs" {
+  type        = list(string)
+  description = "CIDRs allowed to the API port on the outside ports (public or admin)."
+  default     = []
+}
+
+variable "ingress_allowed_cidrs" {
+  type        = list(string)
+  description = "CIDRs allowed to HTTP/HTTPS on the outside ports (public or admin)."
+  default     = []
+}
+
+variable "cloud_init" {
+  type = object({
+    domain                = string
+    salt_master_ip        = string
+    deploy_user           = string
+    ssh_public_keys       = list(string)
+    salt_version          = string
+    salt_bootstrap_url    = string
+    salt_bootstrap_sha256 = optional(string)
+    hosts                 = map(string)
+  })
+  description = "Settings shared by every VM's cloud-init: domain, Salt master address, deploy user and keys, Salt installation, /etc/hosts entries (hostname => IP)."
+}
+
+variable "root_password_hash" {
+  type        = string
+  description = "Hash of root's console password, or null to leave root without one."
+  default     = null
+  sensitive   = true
+}

@@ -1,0 +1,44 @@
+output "fqdn" {
+  description = "FQDN and minion id of the master."
+  value       = local.fqdn
+}
+
+output "private_ip" {
+  description = "Fixed private address of the master."
+  value       = var.private_ip
+}
+
+output "instance" {
+  description = "The master server: id, name, availability zone, server-level security groups (expected empty) and the ports it is plugged into, in order."
+  value = {
+    id                = openstack_compute_instance_v2.this.id
+    name              = openstack_compute_instance_v2.this.name
+    availability_zone = openstack_compute_instance_v2.this.availability_zone
+    security_groups   = openstack_compute_instance_v2.this.security_groups
+    ports             = [for network in openstack_compute_instance_v2.this.network : network.port]
+  }
+}
+
+output "ports" {
+  description = "The master's ports by side (private only)."
+  value = {
+    private = openstack_networking_port_v2.private
+  }
+}
+
+output "volume" {
+  description = "The persistent state volume and its attachment to the master."
+  value = {
+    id          = openstack_blockstorage_volume_v3.state.id
+    name        = openstack_blockstorage_volume_v3.state.name
+    size        = openstack_blockstorage_volume_v3.state.size
+    instance_id = openstack_compute_volume_attach_v2.state.instance_id
+    volume_id   = openstack_compute_volume_attach_v2.state.volume_id
+  }
+}
+
+output "user_data" {
+  description = "The cloud-config handed to the master (sensitive: may hold root's password hash)."
+  value       = local.user_data
+  sensitive   = true
+}

@@ -1,0 +1,100 @@
+variable "name_prefix" {
+  type        = string
+  description = "Prefix of every resource name (the cluster name)."
+}
+
+variable "tags" {
+  type        = list(string)
+  description = "Tags put on every resource that takes them."
+  default     = []
+}
+
+variable "hostname" {
+  type        = string
+  description = "Hostname of the Salt master; its minion id is <hostname>.<domain>."
+  default     = "salt"
+}
+
+variable "image_name" {
+  type        = string
+  description = "Image the master boots from."
+}
+
+variable "flavor_name" {
+  type        = string
+  description = "Flavor of the master."
+}
+
+variable "availability_zone" {
+  type        = string
+  description = "Availability zone of the server and its volume; null lets the cloud choose."
+  default     = null
+}
+
+variable "volume_size" {
+  type        = number
+  description = "Size in GiB of the persistent state volume (/etc/salt/pki, /var/cache/salt)."
+  default     = 10
+
+  validation {
+    condition     = var.volume_size >= 1
+    error_message = "volume_size must be at least 1 GiB."
+  }
+}
+
+variable "volume_type" {
+  type        = string
+  description = "Cinder volume type of the state volume; null takes the default."
+  default     = null
+}
+
+variable "private_network_id" {
+  type        = string
+  description = "ID of the private network, the master's only network."
+}
+
+variable "private_subnet_id" {
+  type        = string
+  description = "ID of the private subnet."
+}
+
+variable "private_ip" {
+  type        = string
+  description = "Fixed address of the master; every minion's cloud-init points at it before the master exists."
+}
+
+variable "private_cidr" {
+  type        = string
+  description = "CIDR of the private network, where the minions connect from."
+}
+
+variable "bastion_private_ip" {
+  type        = string
+  description = "Private address of the bastion, the only SSH source allowed."
+}
+
+variable "pillar" {
+  type        = string
+  description = "YAML written to /srv/pillar/_from_terraform.sls at first boot."
+}
+
+variable "cloud_init" {
+  type = object({
+    domain                = string
+    salt_master_ip        = string
+    deploy_user           = string
+    ssh_public_keys       = list(string)
+    salt_version          = string
+    salt_bootstrap_url    = string
+    salt_bootstrap_sha256 = optional(string)
+    hosts                 = map(string)
+  })
+  description = "Settings shared by every VM's cloud-init: domain, Salt master address, deploy user and keys, Salt installation, /etc/hosts entries (hostname => IP)."
+}
+
+variable "root_password_hash" {
+  type        = string
+  description = "Hash of root's console password, or null to leave root without one."
+  default     = null
+  sensitive   = true
+}

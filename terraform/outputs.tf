@@ -1,0 +1,47 @@
+# Read by the bootstrapper with `terraform output -json`; names and shapes are a contract.
+
+output "cluster_name" {
+  description = "Prefix of the OpenStack resource names and value of the kos-cluster tag."
+  value       = var.cluster_name
+}
+
+output "ssh_user" {
+  description = "Account to SSH in as, on the bastion and (through it) every other VM."
+  value       = var.deploy_user
+}
+
+output "bastion_floating_ip" {
+  description = "Floating IP of the bastion: the SSH entry point."
+  value       = module.bastion.floating_ip
+}
+
+output "salt_master_private_ip" {
+  description = "Private address of the Salt master (reached through the bastion)."
+  value       = module.salt_master.private_ip
+}
+
+output "api_floating_ip" {
+  description = "Floating IP of k8s-cp-1 serving the Kubernetes API, or null when it is reached through the admin network."
+  value       = module.nodes.nodes[local.first_control_plane].floating_ip
+}
+
+output "minions" {
+  description = "Every Salt minion by minion id (the FQDN): hostname, role (salt_master, bastion, control_plane or worker) and private IP."
+  value = merge(
+    {
+      "salt.${local.domain}"    = { hostname = "salt", role = "salt_master", private_ip = module.salt_master.private_ip }
+      "bastion.${local.domain}" = { hostname = "bastion", role = "bastion", private_ip = module.bastion.private_ip }
+    },
+    { for name, node in module.nodes.nodes : "${name}.${local.domain}" => { hostname = name, role = node.role, private_ip = node.private_ip } },
+  )
+}
+
+output "kubernetes_nodes" {
+  description = "Kubernetes nodes by minion id: role, private IP, floating IP (or null) and availability zone (or null)."
+  value       = local.kubernetes_nodes
+}
+
+output "salt_pillar" {
+  description = "The pillar (YAML) cloud-init wrote to /srv/pillar/_from_terraform.sls on the Salt master; push it again after changes, since the master's user data is only read at its first boot."
+  value       = local.salt_pillar
+}

@@ -1,0 +1,215 @@
+# The infrastructure follows the variables: counts, ports, security groups on ports only,
+# the master's placement and volume, availability zones round-robin.
+
+mock_provider "openstack" {
+  source = "./tests/mocks"
+
+  override_resource {
+    target = module.bastion.openstack_networking_floatingip_v2.this
+    values = { address = "203.0.113.10" }
+  }
+
+  override_resource {
+    target = module.nodes.openstack_networking_floatingip_v2.node
+    values = { address = "203.0.113.11" }
+  }
+}
+
+variables {
+  external_network_name = "ext-net"
+  base_image            = "ubuntu-24.04"
+  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
+  ssh_allowed_cidrs     = ["198.51.100.0/24"]
+  num_kube_nodes        = 5
+  num_control_plane     = 3
+  availability_zones    = ["az-a", "az-b"]
+}
+
+run "counts_follow_variables" {
+  command = apply
+
+  assert {
+    condition     = length(module.nodes.instances) == var.num_kube_nodes
+    error_message = "one server per Kubernetes node expected"
+  }
+
+  assert {
+    condition     = length([for node in values(output.kubernetes_nodes) : node if node.role == "control_plane"]) == var.num_control_plane
+    error_message = "num_control_plane control-plane nodes expected"
+  }
+
+  assert {
+    condition     = toset(keys(module.nodes.instances)) == toset(["k8s-cp-1", "k8s-cp-2", "k8s-cp-3", "k8s-worker-1", "k8s-worker-2"])
+    error_message = "nodes must be named k8s-cp-<n> and k8s-worker-<n>"
+  }
+
+  # One private port per node, plus k8s-cp-1's public port.
+  assert {
+    condition     = length(module.nodes.ports) == var.num_kube_nodes + 1
+    error_message = "node port count does not follow num_kube_nodes"
+  }
+
+  assert {
+    condition     = toset([for key, port in module.nodes.ports : key if !endswith(key, "/private")]) == toset(["k8s-cp-1/public"])
+    error_message = "only k8s-cp-1 may have a port besides its private one"
+  }
+
+  assert {
+    condition     = length(module.nodes.instances["k8s-cp-1"].ports) == 2 && length(module.nodes.instances["k8s-worker-2"].ports) == 1
+    error_message = "k8s-cp-1 must be on both networks, the other nodes on the private one only"
+  }
+}
+
+run "every_kubernetes_port_allows_pod_and_service_cidrs" {
+  command = apply
+
+  assert {
+    condition = alltrue([
+      for port in values(module.nodes.ports) :
+      toset([for pair in port.allowed_address_pairs : pair.ip_address]) == toset([var.pod_cidr, var.service_cidr])
+    ])
+    error_message = "every Kubernetes port needs the pod and the service CIDR as allowed address pairs"
+  }
+}
+
+run "security_groups_on_ports_not_servers" {
+  command = apply
+
+  assert {
+    condition = alltrue(concat(
+      [for server in values(module.nodes.instances) : length(server.security_groups) == 0],
+      [length(module.bastion.instance.security_groups) == 0, length(module.salt_master.instance.security_groups) == 0],
+    ))
+    error_message = "no security group may be attached at server level"
+  }
+
+  assert {
+    condition = alltrue([
+      for port in concat(values(module.nodes.ports), values(module.bastion.ports), values(module.salt_master.ports)) :
+      length(port.security_group_ids) > 0
+    ])
+    error_message = "every port needs its security groups"
+  }
+
+  assert {
+    condition     = module.nodes.ports["k8s-cp-1/public"].security_group_ids == toset([module.nodes.security_group_ids.cluster, module.nodes.security_group_ids.edge])
+    error_message = "k8s-cp-1's public port takes the cluster and the edge security groups"
+  }
+
+  assert {
+    condition     = module.nodes.ports["k8s-worker-1/private"].security_group_ids == toset([module.nodes.security_group_ids.cluster])
+    error_message = "private node ports take the cluster security group only"
+  }
+}
+
+run "salt_master_private_only_with_volume" {
+  command = apply
+
+  assert {
+    condition     = length(module.salt_master.instance.ports) == 1 && module.salt_master.instance.ports[0] == module.salt_master.ports.private.id
+    error_message = "the Salt master must be plugged into its private port only"
+  }
+
+  assert {
+    condition = alltrue([
+      for port in values(module.salt_master.ports) : port.network_id == module.network.private_network_id && port.network_id != module.network.public_network_id
+    ])
+    error_message = "the Salt master must not be on the public network"
+  }
+
+  assert {
+    condition     = module.salt_master.volume.instance_id == module.salt_master.instance.id && module.salt_master.volume.volume_id == module.salt_master.volume.id
+    error_message = "the state volume must be attached to the Salt master"
+  }
+
+  assert {
+    condition     = module.salt_master.volume.size == var.salt_master_volume_size
+    error_message = "the state volume size must follow salt_master_volume_size"
+  }
+
+  assert {
+    condition     = one(module.salt_master.ports.private.fixed_ip).ip_address == output.salt_master_private_ip
+    error_message = "the master's port must carry the fixed address the minions are told"
+  }
+}
+
+run "bastion_on_both_networks" {
+  command = apply
+
+  assert {
+    condition     = module.bastion.instance.ports == [module.bastion.ports.public.id, module.bastion.ports.private.id]
+    error_message = "the bastion must have a public and a private port"
+  }
+
+  assert {
+    condition     = one(module.bastion.ports.private.fixed_ip).ip_address == module.network.private_subnet.gateway_ip
+    error_message = "the bastion must hold the private network's gateway address"
+  }
+
+  assert {
+    condition     = [for pair in module.bastion.ports.private.allowed_address_pairs : pair.ip_address] == ["0.0.0.0/0"]
+    error_message = "the bastion's private port must let forwarded traffic through"
+  }
+}
+
+run "availability_zones_round_robin" {
+  command = apply
+
+  assert {
+    condition = {
+      for id, node in output.kubernetes_nodes : id => node.availability_zone
+      } == {
+      "k8s-cp-1.kos.internal"     = "az-a"
+      "k8s-cp-2.kos.internal"     = "az-b"
+      "k8s-cp-3.kos.internal"     = "az-a"
+      "k8s-worker-1.kos.internal" = "az-b"
+      "k8s-worker-2.kos.internal" = "az-a"
+    }
+    error_message = "nodes must be spread over availability_zones round-robin"
+  }
+
+  assert {
+    condition     = { for name, server in module.nodes.instances : name => server.availability_zone } == { for name, node in module.nodes.nodes : name => node.availability_zone }
+    error_message = "servers must be created in the availability zone planned for them"
+  }
+}
+
+run "admin_network_mode" {
+  command = apply
+
+  variables {
+    first_control_plane_access = "admin_network"
+    admin_network_name         = "admin-net"
+    num_kube_nodes             = 2
+    num_control_plane          = 1
+    availability_zones         = []
+  }
+
+  assert {
+    condition     = toset(keys(module.nodes.ports)) == toset(["k8s-cp-1/private", "k8s-cp-1/admin", "k8s-worker-1/private"])
+    error_message = "in admin-network mode k8s-cp-1 has a private and an admin port, and no public port"
+  }
+
+  assert {
+    condition     = output.api_floating_ip == null && output.kubernetes_nodes["k8s-cp-1.kos.internal"].floating_ip == null
+    error_message = "no floating IP in admin-network mode"
+  }
+
+  assert {
+    condition     = yamldecode(output.salt_pillar).kos.api == { floating_ip = null, admin_ip = "192.0.2.50" }
+    error_message = "the pillar must carry the admin-network address of the API"
+  }
+
+  assert {
+    condition     = output.kubernetes_nodes["k8s-cp-1.kos.internal"].availability_zone == null
+    error_message = "without availability_zones the zone is left to Nova (null)"
+  }
+
+  assert {
+    condition = strcontains(
+      one([for file in yamldecode(nonsensitive(module.nodes.user_data["k8s-cp-1"])).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]),
+      "configure_interface \"fa:16:3e:00:00:01\" \"own-table\" \"192.0.2.50\"",
+    )
+    error_message = "cloud-init must configure k8s-cp-1's admin interface"
+  }
+}

@@ -1,0 +1,87 @@
+# cloud-init: valid YAML, hostname/FQDN/minion id, the master's address, /etc/hosts, and no
+# secret unless set_root_password is true (and then only a hash, never the password).
+
+mock_provider "openstack" {
+  source = "./tests/mocks"
+}
+
+variables {
+  external_network_name = "ext-net"
+  base_image            = "ubuntu-24.04"
+  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
+  ssh_allowed_cidrs     = ["198.51.100.0/24"]
+  num_kube_nodes        = 2
+  num_control_plane     = 1
+  root_password         = "Correct-Horse-Battery-Staple-42"
+}
+
+run "minion_settings" {
+  command = apply
+
+  assert {
+    condition = alltrue([
+      for name, user_data in merge(nonsensitive(module.nodes.user_data), { bastion = nonsensitive(module.bastion.user_data), salt = nonsensitive(module.salt_master.user_data) }) :
+      startswith(user_data, "#cloud-config\n") &&
+      yamldecode(user_data).hostname == name &&
+      yamldecode(user_data).fqdn == "${name}.kos.internal" &&
+      one([for file in yamldecode(user_data).write_files : yamldecode(file.content) if file.path == "/etc/salt/minion.d/kos.conf"]) == { id = "${name}.kos.internal", master = "10.1.0.10" } &&
+      strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/etc/hosts"]), "10.1.0.10 salt.kos.internal salt\n") &&
+      strcontains(yamldecode(user_data).final_message, "kos: cloud-init finished on ${name}.kos.internal")
+    ])
+    error_message = "every VM's cloud-config must set hostname, FQDN, minion id, the master's address, /etc/hosts and the final line"
+  }
+
+  assert {
+    condition     = strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "mount_state_volume \"5e9a6c1d-7f3b-4c2a-9\"")
+    error_message = "the master must mount its state volume (found by its serial) before installing Salt"
+  }
+
+  assert {
+    condition     = one([for user in yamldecode(nonsensitive(module.bastion.user_data)).users : tolist(user.ssh_authorized_keys) if user.name == "kos"]) == var.ssh_public_keys
+    error_message = "deploy_user must get ssh_public_keys"
+  }
+}
+
+run "no_secret_without_set_root_password" {
+  command = apply
+
+  variables {
+    set_root_password = false
+  }
+
+  assert {
+    condition = alltrue([
+      for user_data in concat(values(nonsensitive(module.nodes.user_data)), [nonsensitive(module.bastion.user_data), nonsensitive(module.salt_master.user_data)]) :
+      !strcontains(user_data, var.root_password) && !strcontains(user_data, "chpasswd") && !strcontains(user_data, "$2a$") && !can(yamldecode(user_data).chpasswd)
+    ])
+    error_message = "user data must hold no password unless set_root_password is true"
+  }
+
+  assert {
+    condition     = !strcontains(output.salt_pillar, var.root_password)
+    error_message = "the pillar must never hold the root password"
+  }
+}
+
+run "root_password_console_only" {
+  command = apply
+
+  variables {
+    set_root_password = true
+  }
+
+  assert {
+    condition = alltrue([
+      for user_data in concat(values(nonsensitive(module.nodes.user_data)), [nonsensitive(module.bastion.user_data), nonsensitive(module.salt_master.user_data)]) :
+      !strcontains(user_data, var.root_password) &&
+      yamldecode(user_data).ssh_pwauth == false &&
+      length([for user in yamldecode(user_data).chpasswd.users : user if user.name == "root" && user.type == "hash" && startswith(user.password, "$2")]) == 1
+    ])
+    error_message = "with set_root_password, every VM gets root's bcrypt hash (never the password) and SSH password login stays off"
+  }
+
+  assert {
+    condition     = !strcontains(output.salt_pillar, var.root_password) && !strcontains(jsonencode(output.minions), var.root_password)
+    error_message = "outputs must never hold the root password"
+  }
+}

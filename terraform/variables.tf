@@ -1,0 +1,414 @@
+# Inputs of the kos root module. Cross-variable validations need Terraform >= 1.9.
+
+variable "cluster_name" {
+  type        = string
+  description = "Prefix of every OpenStack resource name and the value of the kos-cluster tag, so leftovers of a cluster can be found by name or tag."
+  default     = "kos"
+
+  validation {
+    condition     = can(regex("^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$", var.cluster_name))
+    error_message = "cluster_name must be a DNS label: 1 to 32 lowercase letters, digits or '-', starting with a letter and not ending with '-'."
+  }
+}
+
+variable "external_network_name" {
+  type        = string
+  description = "Name of the existing external (provider) network: the router's gateway and the pool of the floating IPs."
+
+  validation {
+    condition     = length(trimspace(var.external_network_name)) > 0
+    error_message = "external_network_name must name the existing external network that carries the floating IPs; it cannot be empty."
+  }
+}
+
+variable "base_image" {
+  type        = string
+  description = "Name of the Glance image every VM boots from (a cloud-init enabled Ubuntu or Debian image)."
+
+  validation {
+    condition     = length(trimspace(var.base_image)) > 0
+    error_message = "base_image must name an existing image; it cannot be empty."
+  }
+}
+
+variable "kube_node_flavor" {
+  type        = string
+  description = "Flavor name of the Kubernetes nodes (control plane and workers)."
+  default     = "m1.large"
+
+  validation {
+    condition     = length(trimspace(var.kube_node_flavor)) > 0
+    error_message = "kube_node_flavor cannot be empty."
+  }
+}
+
+variable "salt_master_flavor" {
+  type        = string
+  description = "Flavor name of the Salt master."
+  default     = "m1.medium"
+
+  validation {
+    condition     = length(trimspace(var.salt_master_flavor)) > 0
+    error_message = "salt_master_flavor cannot be empty."
+  }
+}
+
+variable "bastion_flavor" {
+  type        = string
+  description = "Flavor name of the bastion (SSH entry point and NAT gateway of the private network)."
+  default     = "m1.small"
+
+  validation {
+    condition     = length(trimspace(var.bastion_flavor)) > 0
+    error_message = "bastion_flavor cannot be empty."
+  }
+}
+
+variable "salt_master_volume_size" {
+  type        = number
+  description = "Size in GiB of the persistent volume that keeps the Salt master's keys (/etc/salt/pki) and cache (/var/cache/salt) across re-creation."
+  default     = 10
+
+  validation {
+    condition     = var.salt_master_volume_size >= 1 && floor(var.salt_master_volume_size) == var.salt_master_volume_size
+    error_message = "salt_master_volume_size must be a whole number of GiB, at least 1."
+  }
+}
+
+variable "salt_master_volume_type" {
+  type        = string
+  description = "Cinder volume type of the Salt master's volume; null takes the cloud's default."
+  default     = null
+}
+
+variable "deploy_domain_name" {
+  type        = string
+  description = "DNS domain of the deployment: every minion id and FQDN is <hostname>.<deploy_domain_name>."
+  default     = "kos.internal"
+
+  validation {
+    condition = (
+      length(var.deploy_domain_name) <= 253 &&
+      can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.deploy_domain_name))
+    )
+    error_message = "deploy_domain_name must be a DNS-safe domain with at least two labels: lowercase letters, digits and '-', labels of at most 63 characters separated by dots (e.g. kos.internal)."
+  }
+}
+
+variable "deploy_user" {
+  type        = string
+  description = "Account created by cloud-init on every VM for the bootstrapper (passwordless sudo, SSH keys from ssh_public_keys); also the ssh_user output."
+  default     = "kos"
+
+  validation {
+    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.deploy_user)) && var.deploy_user != "root"
+    error_message = "deploy_user must be a valid Linux user name (lowercase, at most 32 characters) other than root."
+  }
+}
+
+variable "ssh_public_keys" {
+  type        = list(string)
+  description = "Public SSH keys authorized for deploy_user. Only public keys: the private key stays in the operator's ssh-agent and never enters Terraform state."
+
+  validation {
+    condition     = length(var.ssh_public_keys) > 0
+    error_message = "ssh_public_keys needs at least one public key, or nobody can log in as deploy_user."
+  }
+
+  validation {
+    condition = alltrue([
+      for key in var.ssh_public_keys :
+      can(regex("^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\\.com) [A-Za-z0-9+/=]+( .*)?$", key))
+    ])
+    error_message = "Every entry of ssh_public_keys must be one OpenSSH public key line (ssh-ed25519 AAAA... comment); private keys are never accepted."
+  }
+}
+
+variable "set_root_password" {
+  type        = bool
+  description = "Whether to set root_password for root on every VM, for console access only (SSH password login stays disabled)."
+  default     = false
+}
+
+variable "root_password" {
+  type        = string
+  description = "Root password for console access, used only when set_root_password is true. Only its bcrypt hash reaches the VMs' user data; it never appears in outputs or pillar."
+  default     = null
+  sensitive   = true
+
+  validation {
+    condition     = !var.set_root_password || length(coalesce(var.root_password, "-")) >= 12
+    error_message = "set_root_password is true: root_password must be set and at least 12 characters long."
+  }
+}
+
+variable "users" {
+  type = list(object({
+    name     = string
+    ssh_keys = optional(list(string), [])
+    sudo     = optional(bool, false)
+  }))
+  description = "Human accounts handed to Salt (pillar core:users): name, public SSH keys and whether they get sudo."
+  default     = []
+
+  validation {
+    condition     = alltrue([for user in var.users : can(regex("^[a-z_][a-z0-9_-]{0,31}$", user.name)) && user.name != "root"])
+    error_message = "Every user name must be a valid Linux user name (lowercase, at most 32 characters) other than root."
+  }
+
+  validation {
+    condition     = length(distinct([for user in var.users : user.name])) == length(var.users)
+    error_message = "User names must be unique."
+  }
+}
+
+variable "kubernetes_distribution" {
+  type        = string
+  description = "Kubernetes distribution Salt installs: microk8s or kubeadm."
+  default     = "microk8s"
+
+  validation {
+    condition     = contains(["microk8s", "kubeadm"], var.kubernetes_distribution)
+    error_message = "kubernetes_distribution must be microk8s or kubeadm."
+  }
+}
+
+variable "num_control_plane" {
+  type        = number
+  description = "Number of control-plane nodes (k8s-cp-1 ...); odd, so etcd/dqlite keep a quorum."
+  default     = 1
+
+  validation {
+    condition     = var.num_control_plane >= 1 && floor(var.num_control_plane) == var.num_control_plane
+    error_message = "num_control_plane must be a whole number, at least 1."
+  }
+
+  validation {
+    condition     = var.num_control_plane % 2 == 1
+    error_message = "num_control_plane must be odd (1, 3, 5, ...) so the control plane keeps a quorum."
+  }
+}
+
+variable "num_kube_nodes" {
+  type        = number
+  description = "Total number of Kubernetes nodes, control plane included: the nodes after the first num_control_plane are workers (k8s-worker-1 ...)."
+  default     = 3
+
+  validation {
+    condition     = var.num_kube_nodes >= 1 && floor(var.num_kube_nodes) == var.num_kube_nodes
+    error_message = "num_kube_nodes must be a whole number, at least 1."
+  }
+
+  validation {
+    condition     = var.num_kube_nodes >= var.num_control_plane
+    error_message = "num_kube_nodes counts the control-plane nodes too, so it cannot be smaller than num_control_plane."
+  }
+
+  # Fixed addresses start at host 20 of the private network; the upper half is DHCP's pool.
+  validation {
+    condition     = try(20 + var.num_kube_nodes < pow(2, 32 - tonumber(split("/", var.private_cidr)[1])) / 2, true)
+    error_message = "private_cidr is too small for num_kube_nodes: node addresses start at host 20 and must stay below the DHCP pool in the upper half of the network."
+  }
+}
+
+variable "availability_zones" {
+  type        = list(string)
+  description = "Compute availability zones the Kubernetes nodes are spread across, round-robin in node order; empty lets Nova choose."
+  default     = []
+
+  validation {
+    condition     = alltrue([for az in var.availability_zones : length(trimspace(az)) > 0])
+    error_message = "availability_zones cannot contain empty names."
+  }
+}
+
+variable "first_control_plane_access" {
+  type        = string
+  description = "How k8s-cp-1 is reached from outside: floating_ip (a port on the public network with a floating IP) or admin_network (a second port on the existing admin_network_name network)."
+  default     = "floating_ip"
+
+  validation {
+    condition     = contains(["floating_ip", "admin_network"], var.first_control_plane_access)
+    error_message = "first_control_plane_access must be floating_ip or admin_network."
+  }
+}
+
+variable "admin_network_name" {
+  type        = string
+  description = "Name of the existing admin network k8s-cp-1 gets a second port on, when first_control_plane_access is admin_network."
+  default     = null
+
+  validation {
+    condition     = var.first_control_plane_access != "admin_network" || length(trimspace(coalesce(var.admin_network_name, " "))) > 0
+    error_message = "first_control_plane_access is admin_network: admin_network_name must name the existing admin network."
+  }
+}
+
+variable "public_cidr" {
+  type        = string
+  description = "IPv4 CIDR of the public-facing network (router, bastion, k8s-cp-1 ingress)."
+  default     = "10.0.0.0/16"
+
+  validation {
+    condition     = can(cidrhost(var.public_cidr, 0)) && try(cidrsubnet(var.public_cidr, 0, 0) == var.public_cidr && tonumber(split("/", var.public_cidr)[1]) >= 8 && tonumber(split("/", var.public_cidr)[1]) <= 26, false) && !strcontains(var.public_cidr, ":")
+    error_message = "public_cidr must be an IPv4 network address in CIDR notation with a prefix between /8 and /26 (e.g. 10.0.0.0/16)."
+  }
+}
+
+variable "private_cidr" {
+  type        = string
+  description = "IPv4 CIDR of the private network every VM is on; its gateway is the bastion."
+  default     = "10.1.0.0/16"
+
+  validation {
+    condition     = can(cidrhost(var.private_cidr, 0)) && try(cidrsubnet(var.private_cidr, 0, 0) == var.private_cidr && tonumber(split("/", var.private_cidr)[1]) >= 8 && tonumber(split("/", var.private_cidr)[1]) <= 26, false) && !strcontains(var.private_cidr, ":")
+    error_message = "private_cidr must be an IPv4 network address in CIDR notation with a prefix between /8 and /26 (e.g. 10.1.0.0/16)."
+  }
+
+  # Two CIDR blocks overlap exactly when one holds the other's network address.
+  validation {
+    condition = try(!(
+      cidrsubnet("${cidrhost(var.public_cidr, 0)}/${split("/", var.private_cidr)[1]}", 0, 0) == var.private_cidr ||
+      cidrsubnet("${cidrhost(var.private_cidr, 0)}/${split("/", var.public_cidr)[1]}", 0, 0) == var.public_cidr
+    ), true)
+    error_message = "private_cidr overlaps public_cidr: the two networks need disjoint ranges."
+  }
+}
+
+variable "pod_cidr" {
+  type        = string
+  description = "IPv4 CIDR of the pod network; kube-router routes it without encapsulation, so every node port allows it as an address pair."
+  default     = "10.244.0.0/16"
+
+  validation {
+    condition     = can(cidrhost(var.pod_cidr, 0)) && try(cidrsubnet(var.pod_cidr, 0, 0) == var.pod_cidr, false) && !strcontains(var.pod_cidr, ":")
+    error_message = "pod_cidr must be an IPv4 network address in CIDR notation (e.g. 10.244.0.0/16)."
+  }
+
+  validation {
+    condition = try(!(
+      cidrsubnet("${cidrhost(var.pod_cidr, 0)}/${split("/", var.private_cidr)[1]}", 0, 0) == var.private_cidr ||
+      cidrsubnet("${cidrhost(var.private_cidr, 0)}/${split("/", var.pod_cidr)[1]}", 0, 0) == var.pod_cidr
+    ), true)
+    error_message = "pod_cidr overlaps private_cidr: pod addresses would collide with the VMs' addresses; choose a range outside the private network."
+  }
+
+  validation {
+    condition = try(!(
+      cidrsubnet("${cidrhost(var.pod_cidr, 0)}/${split("/", var.public_cidr)[1]}", 0, 0) == var.public_cidr ||
+      cidrsubnet("${cidrhost(var.public_cidr, 0)}/${split("/", var.pod_cidr)[1]}", 0, 0) == var.pod_cidr
+    ), true)
+    error_message = "pod_cidr overlaps public_cidr: choose a range outside the public network."
+  }
+}
+
+variable "service_cidr" {
+  type        = string
+  description = "IPv4 CIDR of the Kubernetes service network; every node port allows it as an address pair."
+  default     = "10.96.0.0/12"
+
+  validation {
+    condition     = can(cidrhost(var.service_cidr, 0)) && try(cidrsubnet(var.service_cidr, 0, 0) == var.service_cidr, false) && !strcontains(var.service_cidr, ":")
+    error_message = "service_cidr must be an IPv4 network address in CIDR notation (e.g. 10.96.0.0/12)."
+  }
+
+  validation {
+    condition = try(!(
+      cidrsubnet("${cidrhost(var.service_cidr, 0)}/${split("/", var.private_cidr)[1]}", 0, 0) == var.private_cidr ||
+      cidrsubnet("${cidrhost(var.private_cidr, 0)}/${split("/", var.service_cidr)[1]}", 0, 0) == var.service_cidr
+    ), true)
+    error_message = "service_cidr overlaps private_cidr: service addresses would collide with the VMs' addresses; choose a range outside the private network."
+  }
+
+  validation {
+    condition = try(!(
+      cidrsubnet("${cidrhost(var.service_cidr, 0)}/${split("/", var.public_cidr)[1]}", 0, 0) == var.public_cidr ||
+      cidrsubnet("${cidrhost(var.public_cidr, 0)}/${split("/", var.service_cidr)[1]}", 0, 0) == var.service_cidr
+    ), true)
+    error_message = "service_cidr overlaps public_cidr: choose a range outside the public network."
+  }
+
+  validation {
+    condition = try(!(
+      cidrsubnet("${cidrhost(var.service_cidr, 0)}/${split("/", var.pod_cidr)[1]}", 0, 0) == var.pod_cidr ||
+      cidrsubnet("${cidrhost(var.pod_cidr, 0)}/${split("/", var.service_cidr)[1]}", 0, 0) == var.service_cidr
+    ), true)
+    error_message = "service_cidr overlaps pod_cidr: pods and services need disjoint ranges."
+  }
+}
+
+variable "dns_nameservers" {
+  type        = list(string)
+  description = "IPv4 resolvers DHCP hands out on both subnets; empty keeps the cloud's default."
+  default     = []
+
+  validation {
+    condition     = alltrue([for ip in var.dns_nameservers : can(cidrhost("${ip}/32", 0)) && !strcontains(ip, "/")])
+    error_message = "dns_nameservers must be IPv4 addresses without a prefix length."
+  }
+}
+
+variable "ssh_allowed_cidrs" {
+  type        = list(string)
+  description = "IPv4 CIDRs allowed to reach the bastion's SSH port; every other VM takes SSH from the bastion only."
+
+  validation {
+    condition     = length(var.ssh_allowed_cidrs) > 0 && alltrue([for cidr in var.ssh_allowed_cidrs : can(cidrhost(cidr, 0)) && !strcontains(cidr, ":")])
+    error_message = "ssh_allowed_cidrs needs at least one IPv4 CIDR (e.g. 203.0.113.0/24), all valid."
+  }
+}
+
+variable "api_allowed_cidrs" {
+  type        = list(string)
+  description = "IPv4 CIDRs allowed to reach the Kubernetes API on k8s-cp-1's outside port; null reuses ssh_allowed_cidrs."
+  default     = null
+
+  validation {
+    condition     = var.api_allowed_cidrs == null || alltrue([for cidr in coalesce(var.api_allowed_cidrs, []) : can(cidrhost(cidr, 0)) && !strcontains(cidr, ":")])
+    error_message = "api_allowed_cidrs must be IPv4 CIDRs."
+  }
+}
+
+variable "ingress_allowed_cidrs" {
+  type        = list(string)
+  description = "IPv4 CIDRs allowed to reach HTTP/HTTPS (the ingress controller) on k8s-cp-1's outside port."
+  default     = ["0.0.0.0/0"]
+
+  validation {
+    condition     = alltrue([for cidr in var.ingress_allowed_cidrs : can(cidrhost(cidr, 0)) && !strcontains(cidr, ":")])
+    error_message = "ingress_allowed_cidrs must be IPv4 CIDRs."
+  }
+}
+
+variable "salt_version" {
+  type        = string
+  description = "Salt release installed on every VM by bootstrap-salt.sh (master and minions must match)."
+  default     = "3008.3"
+
+  validation {
+    condition     = can(regex("^[0-9]{4}(\\.[0-9]+)?$", var.salt_version))
+    error_message = "salt_version must be a Salt release such as 3008.3 or a major such as 3008."
+  }
+}
+
+variable "salt_bootstrap_url" {
+  type        = string
+  description = "Where cloud-init downloads bootstrap-salt.sh from."
+  default     = "https://github.com/saltstack/salt-bootstrap/releases/latest/download/bootstrap-salt.sh"
+
+  validation {
+    condition     = startswith(var.salt_bootstrap_url, "https://")
+    error_message = "salt_bootstrap_url must be an https:// URL."
+  }
+}
+
+variable "salt_bootstrap_sha256" {
+  type        = string
+  description = "Expected SHA-256 of bootstrap-salt.sh; when set, cloud-init refuses a script that does not match."
+  default     = null
+
+  validation {
+    condition     = var.salt_bootstrap_sha256 == null || can(regex("^[0-9a-f]{64}$", coalesce(var.salt_bootstrap_sha256, "-")))
+    error_message = "salt_bootstrap_sha256 must be 64 lowercase hex digits."
+  }
+}
