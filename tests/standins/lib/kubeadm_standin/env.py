@@ -1,0 +1,122 @@
+"""Environment of a stand-in invocation: the simulated root, node identity, knobs.
+
+Conventions shared with the rest of the kos tests:
+
+KOS_STANDIN_ROOT               directory treated as `/` for every file (default `/`)
+KOS_STANDIN_IP                 node IP (default: first IPv4 of the default-route interface)
+KOS_STANDIN_KUBE_VERSION       version kubeadm/kubectl report (default v1.31.4)
+KOS_STANDIN_DELAY              simulated duration of init/join in seconds (default 0)
+KOS_STANDIN_DISCOVERY_TIMEOUT  cap on the join discovery timeout in seconds (default 5)
+KOS_STANDIN_CERT_KEY_TTL       lifetime of the kubeadm-certs Secret in seconds (default 7200)
+"""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+
+DEFAULT_VERSION = "v1.31.4"
+PIDFILE = "/var/run/kos-standin-apiserver.pid"
+STATE_DIR = "/var/lib/kos-standin-apiserver"
+STATE_FILE = STATE_DIR + "/state.json"
+DAEMON_LOG = "/var/log/kos-standin-apiserver.log"
+
+
+def root():
+    return os.environ.get("KOS_STANDIN_ROOT") or "/"
+
+
+def host(path):
+    """Where the simulated absolute `path` lives on this machine."""
+    r = root()
+    if r == "/" or not os.path.isabs(path):
+        return path
+    return os.path.join(r, path.lstrip("/"))
+
+
+def input_file(path):
+    """Resolve a file the caller hands us (config, manifest, kubeconfig).
+
+    Files are looked up under the simulated root first; a test that passes a path of
+    its own temporary directory still works because the literal path is the fallback.
+    """
+    mapped = host(path)
+    if mapped != path and not os.path.exists(mapped) and os.path.exists(path):
+        return path
+    return mapped
+
+
+def version():
+    v = os.environ.get("KOS_STANDIN_KUBE_VERSION") or DEFAULT_VERSION
+    return v if v.startswith("v") else "v" + v
+
+
+def version_tuple(v=None):
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", v or version())
+    if not m:
+        return (1, 31, 4)
+    return tuple(int(x) for x in m.groups())
+
+
+def minor():
+    return version_tuple()[1]
+
+
+def _float_env(name, default):
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return float(default)
+
+
+def delay():
+    return _float_env("KOS_STANDIN_DELAY", 0)
+
+
+def discovery_timeout_cap():
+    return _float_env("KOS_STANDIN_DISCOVERY_TIMEOUT", 5)
+
+
+def cert_key_ttl():
+    return _float_env("KOS_STANDIN_CERT_KEY_TTL", 7200)
+
+
+def node_ip():
+    ip = os.environ.get("KOS_STANDIN_IP")
+    if ip:
+        return ip
+    try:
+        route = subprocess.run(["ip", "-4", "-o", "route", "show", "default"],
+                               capture_output=True, text=True, timeout=5).stdout
+        m = re.search(r"\bdev\s+(\S+)", route)
+        if m:
+            addr = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", m.group(1)],
+                                  capture_output=True, text=True, timeout=5).stdout
+            a = re.search(r"\binet\s+([0-9.]+)/", addr)
+            if a:
+                return a.group(1)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "127.0.0.1"
+
+
+def hostname():
+    try:
+        with open(host("/etc/hostname")) as f:
+            name = f.read().strip()
+            if name:
+                return name
+    except OSError:
+        pass
+    return socket.gethostname()
+
+
+def out(text=""):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def err(text):
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
