@@ -4,7 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kos-installed
 
-.PHONY: all venv test demo clean
+# Debian packages the tests and the demo use (network namespaces, certificates).
+SYSTEM_PACKAGES := iproute2 openssl
+
+.PHONY: all venv sysdeps test demo clean
 
 all: venv
 
@@ -16,10 +19,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP)
+# Installs only what is missing; needs root (the tests need it anyway).
+sysdeps:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+test: $(STAMP) sysdeps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) sysdeps
 	$(BIN)/python -m kos.demo
 
 clean:

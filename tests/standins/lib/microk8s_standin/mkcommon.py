@@ -1,0 +1,167 @@
+"""Guards (A.1.2/A.1.3), readiness and addon status shared by the microk8s subcommands."""
+
+import getpass
+import os
+import sys
+import time
+
+from . import catalog, common, datastore
+
+NOT_RUNNING = "microk8s is not running. Use microk8s inspect for a deeper inspection."
+STOPPED = "microk8s is not running, try microk8s start"
+
+
+class Exit(Exception):
+    """Raised by guards; carries the process exit code."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def _user():
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except Exception:
+        return "root"
+
+
+def exit_if_no_permissions():
+    """utils.sh exit_if_no_permissions (stderr)."""
+    if not os.access(common.data("credentials", "client.config"), os.R_OK):
+        user = _user()
+        common.err(
+            "Insufficient permissions to access MicroK8s.",
+            "You can either try again with sudo or add the user {} to the 'microk8s' group:".format(user),
+            "",
+            "    sudo usermod -a -G microk8s {}".format(user),
+            "    sudo chown -R {} ~/.kube".format(user),
+            "",
+            "After this, reload the user groups either via a reboot or by running 'newgrp microk8s'.",
+        )
+        raise Exit(1)
+
+
+def exit_if_no_permission_py():
+    """common/utils.py exit_if_no_permission (stdout)."""
+    if not os.access(common.data("credentials", "client.config"), os.R_OK):
+        user = _user()
+        common.out(
+            "Insufficient permissions to access MicroK8s.",
+            "You can either try again with sudo or add the user {} to the 'microk8s' group:".format(user),
+            "",
+            "    sudo usermod -a -G microk8s {}".format(user),
+            "    sudo chown -R $USER ~/.kube",
+            "",
+            "After this, reload the user groups either via a reboot or by running 'newgrp microk8s'.",
+        )
+        raise Exit(1)
+
+
+def is_worker():
+    return os.path.exists(common.lock("clustered.lock"))
+
+
+def is_stopped():
+    return os.path.exists(common.lock("stopped.lock"))
+
+
+def is_ha():
+    return os.path.isfile(common.lock("ha-cluster"))
+
+
+def exit_if_stopped_stderr():
+    if is_stopped():
+        common.err(STOPPED)
+        raise Exit(1)
+
+
+def services_active():
+    rec = common.load_install()
+    return bool(rec and rec.get("services_active", True))
+
+
+def is_cluster_ready(with_ready_node=True):
+    """common/utils.py is_cluster_ready: service/kubernetes exists and (some node is Ready)."""
+    if is_stopped() or not services_active():
+        return False
+    ds = datastore.load()
+    if not ds or not datastore.has_resource(ds, "service/kubernetes"):
+        return False
+    return not with_ready_node or any(n["ready"] for n in ds["nodes"])
+
+
+def wait_for_ready(timeout, with_ready_node=True):
+    end = time.time() + timeout
+    while True:
+        if is_cluster_ready(with_ready_node):
+            return True
+        if timeout and time.time() > end:
+            return False
+        time.sleep(2)
+
+
+def repo_track(repo):
+    text = common.read_file(os.path.join(common.snap_common(), "addons", repo, ".kos-standin-track"))
+    if text:
+        return text.strip()
+    rec = common.load_install() or {}
+    return rec.get("track", catalog.LATEST_TRACK)
+
+
+def available_addons():
+    base = os.path.join(common.snap_common(), "addons")
+    found = []
+    try:
+        repos = os.listdir(base)
+    except OSError:
+        repos = []
+    for repo in repos:
+        if os.path.isfile(os.path.join(base, repo, "addons.yaml")):
+            found.extend(catalog.repository(repo, repo_track(repo)))
+    return sorted(found, key=lambda a: (a["repository"], a["name"]))
+
+
+def is_enabled(addon, ds):
+    check = addon["check_status"]
+    if ds and datastore.has_resource(ds, check):
+        return True
+    return os.path.isfile(common.expand_snap_vars(check))
+
+
+def get_status(addons, ready):
+    enabled, disabled = [], []
+    if ready:
+        ds = datastore.load()
+        for addon in addons:
+            (enabled if is_enabled(addon, ds) else disabled).append(addon)
+    return enabled, disabled
+
+
+def get_addon_by_name(addons, name):
+    parts = name.split("/")
+    if len(parts) == 2:
+        repo, addon_name = parts
+    else:
+        repo, addon_name = None, name if len(parts) > 2 else parts[0]
+    return [a for a in addons if a["name"] == addon_name and (not repo or a["repository"] == repo)]
+
+
+def version_record():
+    return common.load_install() or {"version": "", "revision": 0, "track": catalog.LATEST_TRACK}
+
+
+def update_datastore(mutator):
+    """Apply `mutator(ds)` under the datastore lock, then replicate to the other members."""
+    with datastore.lock():
+        ds = datastore.load()
+        mutator(ds)
+        ds["revision"] += 1
+        datastore.save(ds)
+    datastore.replicate(ds)
+    return ds
+
+
+def flush():
+    sys.stdout.flush()
+    sys.stderr.flush()
