@@ -185,7 +185,9 @@ def minions(salt_master, netlab, deployment, host_roots):
                 netns=netlab.hosts[name].netns,
                 overrides={"master": netlab.gateway, "interface": "0.0.0.0"},
             )
-            factory.environ.update(
+            # The manager hands every daemon the same environ dict: give this one its own.
+            factory.environ = dict(
+                factory.environ,
                 PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
                 KOS_STANDIN_ROOT=str(root),
             )

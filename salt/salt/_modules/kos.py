@@ -209,6 +209,79 @@ def _check_microk8s(c):
         c.typed(f"microk8s:extra_sans:{i}", san, str)
 
 
+KUBE_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+$")
+ENCRYPTION_ALGORITHMS = ("RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256")
+CCM_APPLICATION_CREDENTIAL = ("application_credential_id", "application_credential_secret")
+CCM_PASSWORD = ("username", "password")
+
+
+def _check_kubeadm(c):
+    version = c.optional("kubeadm:version", str)
+    if version is not MISSING and not KUBE_VERSION.match(version):
+        c.error("kubeadm:version", f"{version!r} is not a Kubernetes version", "use e.g. v1.31.4")
+    manage = c.optional("kubeadm:manage", dict)
+    for key in (manage if manage is not MISSING else {}):
+        c.typed(f"kubeadm:manage:{key}", manage[key], bool)
+    for key in ("kubeadm:api:bind_port", "kubeadm:api:lb_port"):
+        port = c.optional(key, int)
+        if port is not MISSING and not 0 < port < 65536:
+            c.error(key, f"{port} is not a TCP port", "use 1-65535")
+    endpoint = c.optional("kubeadm:api:endpoint", str)
+    if endpoint is not MISSING and not re.fullmatch(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}", endpoint):
+        c.error("kubeadm:api:endpoint", f"{endpoint!r} is not host:port", "use e.g. 10.1.0.100:6443")
+    algorithm = c.optional("kubeadm:encryption_algorithm", str)
+    if algorithm is not MISSING and algorithm not in ENCRYPTION_ALGORITHMS:
+        c.error("kubeadm:encryption_algorithm", f"unknown algorithm {algorithm!r}",
+                f"use one of {', '.join(ENCRYPTION_ALGORITHMS)}")
+    ttl = c.optional("kubeadm:token:ttl", int)
+    low = c.optional("kubeadm:token:min_remaining", int)
+    if ttl is not MISSING and low is not MISSING and ttl <= low:
+        c.error("kubeadm:token:ttl", f"{ttl} is not above min_remaining ({low})", "raise ttl or lower min_remaining")
+    key_low = c.optional("kubeadm:certificate_key:min_remaining", int)
+    if key_low is not MISSING and not 0 <= key_low < 7200:
+        c.error("kubeadm:certificate_key:min_remaining", f"{key_low} is not within the key's two hours",
+                "use 0-7199 seconds, e.g. 900")
+    for i, san in enumerate(c.seq("kubeadm:cert_sans")):
+        c.typed(f"kubeadm:cert_sans:{i}", san, str)
+    endpoints = c.seq("kubeadm:etcd:external:endpoints")
+    for i, url in enumerate(endpoints):
+        if c.typed(f"kubeadm:etcd:external:endpoints:{i}", url, str) is not MISSING and not url.startswith("https://"):
+            c.error(f"kubeadm:etcd:external:endpoints:{i}", f"{url!r} is not an https:// URL", "use https://<ip>:2379")
+    for name in ("ca_file", "cert_file", "key_file"):
+        path = c.optional(f"kubeadm:etcd:external:{name}", str)
+        if path is not MISSING and not path.startswith("/"):
+            c.error(f"kubeadm:etcd:external:{name}", f"{path!r} is not absolute", "start it with /")
+    asn = c.optional("kubeadm:kube_router:cluster_asn", int)
+    if asn is not MISSING and not 0 < asn < 2**32:
+        c.error("kubeadm:kube_router:cluster_asn", f"{asn} is not an AS number", "use e.g. 64512")
+    _check_kubeadm_ccm(c)
+
+
+def _check_kubeadm_ccm(c):
+    credentials = c.optional("kubeadm:ccm:credentials", dict)
+    roles = c.get("kos:roles", [])
+    roles = roles if isinstance(roles, list) else []
+    if credentials is not MISSING:
+        if "control_plane" not in roles and roles:
+            c.error("kubeadm:ccm:credentials", "is readable on a node that is no control plane",
+                    "move it into the control-plane hosts' layers (minions/<domain>/<host>.sls)")
+        app = [k for k in CCM_APPLICATION_CREDENTIAL if credentials.get(k)]
+        password = [k for k in CCM_PASSWORD if credentials.get(k)]
+        if app and password:
+            c.error("kubeadm:ccm:credentials", "holds both an application credential and a password",
+                    "keep only the application credential")
+        elif app and len(app) < 2 or password and len(password) < 2 or not (app or password):
+            c.error("kubeadm:ccm:credentials", "is incomplete",
+                    "set application_credential_id and application_credential_secret")
+    enabled = c.optional("kubeadm:ccm:enabled", bool)
+    kubeadm = c.get("kubernetes:distribution", "microk8s") == "kubeadm"
+    if kubeadm and enabled is not False and "control_plane" in roles:
+        c.require("kubeadm:ccm:auth_url", str, "set the Keystone URL of the cloud")
+        if credentials is MISSING:
+            c.error("kubeadm:ccm:credentials", "is missing on a control plane",
+                    "set an application credential in this host's layer")
+
+
 def _check_files(c):
     files = c.optional("file_transfer:files", list)
     for i, spec in enumerate(files if files is not MISSING else []):
@@ -232,6 +305,7 @@ def check_pillar(pillar):
     _check_kos(c)
     _check_core(c)
     _check_microk8s(c)
+    _check_kubeadm(c)
     _check_files(c)
     return c.errors
 
@@ -247,7 +321,14 @@ def validate_pillar():
 
         salt '*' kos.validate_pillar
     """
-    errors = check_pillar(__pillar__.value() if hasattr(__pillar__, "value") else dict(__pillar__))
+    pillar = __pillar__.value() if hasattr(__pillar__, "value") else dict(__pillar__)
+    # A layer that does not render leaves the rest of the pillar incomplete: say that first.
+    render_errors = pillar.get("_errors") or []
+    if render_errors:
+        raise CommandExecutionError(
+            "pillar did not render (fix the named SLS file):\n" + "\n".join(map(str, render_errors))
+        )
+    errors = check_pillar(pillar)
     if errors:
         raise CommandExecutionError("invalid pillar:\n" + "\n".join(errors))
     return True
@@ -283,11 +364,14 @@ def state_dir():
     return __salt__["config.get"]("kos:state_dir", DEFAULT_STATE_DIR)
 
 
-def join_info():
+def join_info(control_plane=False):
     """
     Return the join information this node published (mine function ``kos_join``,
     readable only by Kubernetes nodes): for microk8s the connection string and its
-    expiry. Empty when nothing is published.
+    expiry, for kubeadm the bootstrap token, CA hash and expiry. With
+    ``control_plane`` (mine function ``kos_join_control_plane``, readable only by
+    control-plane nodes) the kubeadm certificate key, which decrypts the cluster's
+    CA keys. Empty when nothing is published.
 
     CLI Example:
 
@@ -295,7 +379,8 @@ def join_info():
 
         salt 'k8s-cp-1*' kos.join_info
     """
-    path = os.path.join(state_dir(), "join.json")
+    name = "join-control-plane.json" if control_plane else "join.json"
+    path = os.path.join(state_dir(), name)
     try:
         with salt.utils.files.fopen(path) as fh:
             return json.load(fh)

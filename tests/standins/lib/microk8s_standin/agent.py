@@ -119,7 +119,8 @@ def start_agent(timeout=10.0):
             os.closerange(w + 1, 65536)
             os.set_inheritable(w, True)
             os.chdir("/")
-            os.execv(python, [PROCESS_TAG, SCRIPT, PROCESS_TAG, common.root(), str(w)])
+            # argv[0] must be the interpreter: Python finds its stdlib from it.
+            os.execv(python, [python, SCRIPT, PROCESS_TAG, common.root(), str(w)])
         finally:
             os._exit(1)
     os.close(w)
