@@ -62,9 +62,23 @@ def tree_snapshot(root):
 
 @pytest.fixture(scope="module")
 def deployed(salt_run, minions):
+    started = time.monotonic()
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+    DEMO["orchestration_seconds"] = round(time.monotonic() - started, 1)
     return steps
+
+
+# `make demo` (kos.demo) reads what this scenario converged from here.
+DEMO = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def demo_report():
+    yield
+    path = os.environ.get("KOS_DEMO_REPORT")
+    if path and DEMO:
+        Path(path).write_text(json.dumps(DEMO, indent=1))
 
 
 def test_every_step_succeeded_in_order(deployed):
@@ -85,6 +99,9 @@ def test_workers_joined_the_control_plane(deployed, salt_cli, deployment, host_r
         "k8s-cp-1": "control-plane",
         "k8s-worker-1": "worker",
         "k8s-worker-2": "worker",
+    }
+    DEMO["nodes"] = {
+        name: {"role": info["role"], "ip": info["ip"], "ready": info["ready"]} for name, info in nodes.items()
     }
     for name in ("k8s-worker-1", "k8s-worker-2"):
         worker = deployment.fqdn(name)
@@ -142,6 +159,7 @@ def test_second_run_changes_nothing(deployed, salt_run):
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0
     assert highstate_changes(steps) == []
+    DEMO["second_run_changes"] = 0
 
 
 def test_near_expiry_token_is_replaced_and_a_new_node_still_joins(deployed, salt_run, salt_cli, deployment, host_roots):
