@@ -4,8 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kos-installed
 
-# Debian packages the tests and the demo use (network namespaces, certificates).
-SYSTEM_PACKAGES := iproute2 openssl
+# Debian packages the tests and the demo use (network namespaces, certificates,
+# the iptables the bastion's states drive).
+SYSTEM_PACKAGES := iproute2 openssl iptables
 
 .PHONY: all venv sysdeps test demo clean
 

@@ -157,12 +157,18 @@ def deployment(netlab, pillar_dir, host_roots):
 
 
 @pytest.fixture(scope="package")
-def salt_master(salt_factories, netlab, deployment, pillar_dir):
+def files_dir(tmp_path_factory):
+    """A second file root for files the tests deliver (file_transfer)."""
+    return tmp_path_factory.mktemp("state-files")
+
+
+@pytest.fixture(scope="package")
+def salt_master(salt_factories, netlab, deployment, pillar_dir, files_dir):
     factory = salt_factories.salt_master_daemon(
         "kos-it-master",
         overrides={
             "interface": netlab.gateway,
-            "file_roots": {"base": [str(REPO / "salt" / "salt")]},
+            "file_roots": {"base": [str(REPO / "salt" / "salt"), str(files_dir)]},
             "pillar_roots": {"base": [str(REPO / "pillar"), str(pillar_dir)]},
             "minion_data_cache": True,
             "timeout": 60,

@@ -1,4 +1,5 @@
-{%- from "bastion/map.jinja" import bastion, kos with context %}
+{%- from "bastion/map.jinja" import bastion with context %}
+{%- from "kos/map.jinja" import kos with context %}
 
 bastion-clean-file-absent-jail:
   file.absent:
@@ -15,4 +16,4 @@ bastion-clean-iptables-delete-masquerade:
 
 bastion-clean-sysctl-forwarding-file-absent:
   file.absent:
-    - name: /etc/sysctl.d/90-kos-bastion.conf
+    - name: {{ bastion.sysctl_file }}

@@ -1,8 +1,6 @@
 {%- from "bastion/map.jinja" import bastion with context %}
-
-bastion-fail2ban-pkg-installed:
-  pkg.installed:
-    - name: fail2ban
+include:
+  - bastion.packages
 
 bastion-fail2ban-file-managed-jail:
   file.managed:
@@ -18,7 +16,7 @@ bastion-fail2ban-file-managed-jail:
         findtime = {{ bastion.fail2ban.findtime }}
         maxretry = {{ bastion.fail2ban.maxretry }}
     - require:
-      - pkg: bastion-fail2ban-pkg-installed
+      - sls: bastion.packages
 
 bastion-fail2ban-service-running:
   service.running:

@@ -1,4 +1,5 @@
 include:
+  - bastion.packages
   - bastion.forwarding
   - bastion.nat
   - bastion.fail2ban

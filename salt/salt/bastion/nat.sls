@@ -1,12 +1,10 @@
 {#- The private network reaches out through the bastion; nothing comes in but replies. #}
-{%- from "bastion/map.jinja" import bastion, kos with context %}
+{%- from "bastion/map.jinja" import bastion with context %}
+{%- from "kos/map.jinja" import kos with context %}
 {%- set private_cidr = kos.networks.private_cidr %}
 include:
+  - bastion.packages
   - bastion.forwarding
-
-bastion-nat-pkg-installed:
-  pkg.installed:
-    - pkgs: {{ ['iptables', 'iptables-persistent'] | tojson }}
 
 bastion-nat-iptables-append-masquerade:
   iptables.append:
@@ -17,7 +15,7 @@ bastion-nat-iptables-append-masquerade:
     - jump: MASQUERADE
     - save: {{ bastion.rules_file }}
     - require:
-      - pkg: bastion-nat-pkg-installed
+      - sls: bastion.packages
       - sysctl: bastion-forwarding-sysctl-present-ip_forward
 
 bastion-nat-iptables-append-forward-out:
@@ -30,7 +28,7 @@ bastion-nat-iptables-append-forward-out:
     - jump: ACCEPT
     - save: {{ bastion.rules_file }}
     - require:
-      - pkg: bastion-nat-pkg-installed
+      - sls: bastion.packages
 
 bastion-nat-iptables-append-forward-back:
   iptables.append:
@@ -43,7 +41,7 @@ bastion-nat-iptables-append-forward-back:
     - jump: ACCEPT
     - save: {{ bastion.rules_file }}
     - require:
-      - pkg: bastion-nat-pkg-installed
+      - sls: bastion.packages
 
 bastion-nat-iptables-set_policy-forward-drop:
   iptables.set_policy:
