@@ -5,8 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kos-installed
 
 # Debian packages the tests and the demo use (network namespaces, certificates,
-# the iptables the bastion's states drive).
-SYSTEM_PACKAGES := iproute2 openssl iptables
+# the iptables the bastion's states drive, the haproxy in front of kubeadm control planes).
+SYSTEM_PACKAGES := iproute2 openssl iptables haproxy
 
 .PHONY: all venv sysdeps test demo clean
 

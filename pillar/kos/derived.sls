@@ -32,5 +32,11 @@ mine_functions:
     - mine_function: kos.join_info
     - allow_tgt: {{ nodes.keys() | sort | join(',') }}
     - allow_tgt_type: list
+  # kubeadm's certificate key decrypts the cluster CA keys: control planes only.
+  kos_join_control_plane:
+    - mine_function: kos.join_info
+    - control_plane: True
+    - allow_tgt: {{ nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | join(',') }}
+    - allow_tgt_type: list
 {%- endif %}
 {%- endif %}

@@ -26,7 +26,7 @@ def lookup(data, path):
     return data
 
 
-@pytest.mark.parametrize("formula", ["core", "bastion", "file_transfer", "salt_master", "microk8s"])
+@pytest.mark.parametrize("formula", ["core", "bastion", "file_transfer", "salt_master", "microk8s", "kubeadm"])
 def test_every_default_is_documented(formula):
     defaults = yaml.safe_load((SALT_TREE / formula / "defaults.yaml").read_text())
     missing = []

@@ -10,6 +10,16 @@
 {%- set workers = nodes | dictsort | selectattr('1.role', 'equalto', 'worker') | map(attribute='0') | list %}
 {%- set everyone = ([master_id, bastion_id, first] + control_planes + workers) | select | list %}
 {%- set batch = salt['pillar.get']('kos:orchestration:batch', None) %}
+{#- The environment layer that picks the distribution is not part of the master's
+    own pillar: the first control plane's cached pillar has it. #}
+{%- set distribution = 'microk8s' %}
+{%- if first %}
+{%- set cached = salt['saltutil.runner']('cache.pillar', tgt=first) or {} %}
+{%- set distribution = ((cached.get(first) or {}).get('kubernetes') or {}).get('distribution', 'microk8s') %}
+{%- endif %}
+{#- kubeadm: fresh join credentials from the first control plane before every wave,
+    revoked after the last one. #}
+{%- set kubeadm = distribution == 'kubeadm' and first %}
 
 kos-orch-deploy-sync:
   salt.function:
@@ -58,6 +68,16 @@ kos-orch-deploy-{{ step }}:
 {%- do last.append('kos-orch-deploy-' ~ step) %}
 {%- endfor %}
 {%- for cp in control_planes %}
+{%- if kubeadm %}
+
+kos-orch-deploy-kubeadm-credentials-{{ cp }}:
+  salt.state:
+    - tgt: {{ first }}
+    - sls: kubeadm.credentials
+    - require:
+      - salt: {{ last[-1] }}
+{%- do last.append('kos-orch-deploy-kubeadm-credentials-' ~ cp) %}
+{%- endif %}
 
 kos-orch-deploy-control-plane-{{ cp }}:
   salt.state:
@@ -67,6 +87,16 @@ kos-orch-deploy-control-plane-{{ cp }}:
       - salt: {{ last[-1] }}
 {%- do last.append('kos-orch-deploy-control-plane-' ~ cp) %}
 {%- endfor %}
+{%- if workers and kubeadm %}
+
+kos-orch-deploy-kubeadm-credentials-workers:
+  salt.state:
+    - tgt: {{ first }}
+    - sls: kubeadm.credentials
+    - require:
+      - salt: {{ last[-1] }}
+{%- do last.append('kos-orch-deploy-kubeadm-credentials-workers') %}
+{%- endif %}
 {%- if workers %}
 
 kos-orch-deploy-workers:
@@ -79,4 +109,15 @@ kos-orch-deploy-workers:
 {%- endif %}
     - require:
       - salt: {{ last[-1] }}
+{%- endif %}
+{%- if kubeadm %}
+
+# Also after a failed wave: no join credential outlives the deploy.
+kos-orch-deploy-kubeadm-revoke:
+  salt.state:
+    - tgt: {{ first }}
+    - sls: kubeadm.revoke
+    - order: last
+    - require:
+      - salt: kos-orch-deploy-first-control-plane
 {%- endif %}

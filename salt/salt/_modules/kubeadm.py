@@ -1,0 +1,748 @@
+"""
+Manage a kubeadm node through the ``kubeadm`` and ``kubectl`` commands.
+
+Behaviour follows what the real CLIs print and return (stdout/stderr split, exit
+code 1 on every failure, token list layout, reset prompt); see the project's CLI
+reference, part B.
+
+Join tokens and certificate keys never reach the minion log: every command whose
+output carries one runs with ``output_loglevel="quiet"``, secrets are never passed
+on a command line (``ps`` shows it to every local user), and texts returned or
+raised are redacted.
+
+:depends: ``kubeadm`` and ``kubectl`` on PATH; ``cryptography`` (ships with Salt)
+"""
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+
+import salt.utils.files
+import salt.utils.path
+import salt.utils.yaml
+from salt.exceptions import CommandExecutionError
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    HAS_CRYPTOGRAPHY = True
+except ImportError:  # pragma: no cover - Salt's own packages ship it
+    HAS_CRYPTOGRAPHY = False
+
+log = logging.getLogger(__name__)
+
+__virtualname__ = "kubeadm"
+
+DEFAULT_KUBE_DIR = "/etc/kubernetes"
+CONFIG_API = "kubeadm.k8s.io/v1beta4"
+# Description kubeadm gives the hidden token whose expiry drives the kubeadm-certs Secret.
+CERT_TOKEN_DESCRIPTION = "Proxy for managing TTL for the kubeadm-certs secret"
+STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
+
+TOKEN_RE = re.compile(r"\b([a-z0-9]{6})\.[a-z0-9]{16}\b")
+# A certificate key; a CA hash (sha256:<hex>) is public and stays readable in errors.
+CERT_KEY_RE = re.compile(r"(?<!sha256:)\b[0-9a-f]{64}\b")
+# One `kubeadm token list` row: the description is the only field that may hold spaces.
+TOKEN_ROW_RE = re.compile(
+    r"^(?P<token>[a-z0-9]{6}\.[a-z0-9]{16})\s+(?P<ttl>\S+)\s+(?P<expires>\S+)\s+"
+    r"(?P<usages>\S+)\s+(?P<description>.*?)\s+(?P<groups>\S+)\s*$"
+)
+DRY_RUN_DIR_RE = re.compile(r'"(/etc/kubernetes/tmp/kubeadm-init-dryrun\d+)"')
+
+
+def __virtual__():
+    if salt.utils.path.which("kubeadm"):
+        return __virtualname__
+    return (False, "kubeadm: the 'kubeadm' command is not on PATH (are the packages installed?)")
+
+
+def _kube_dir(kube_dir=None):
+    return kube_dir or __salt__["config.get"]("kubeadm:kube_dir", DEFAULT_KUBE_DIR)
+
+
+def _admin_conf(kubeconfig=None, kube_dir=None):
+    return kubeconfig or os.path.join(_kube_dir(kube_dir), "admin.conf")
+
+
+def _redact(text):
+    """``text`` with every bootstrap token secret and certificate key replaced."""
+    text = TOKEN_RE.sub(lambda m: f"{m.group(1)}.<redacted>", text or "")
+    return CERT_KEY_RE.sub("<redacted>", text)
+
+
+def _message(res):
+    """kubeadm's own error text: stderr without the stack-trace hint."""
+    lines = [
+        line for line in (res.get("stderr") or "").splitlines() if line.strip() != STACK_HINT
+    ]
+    text = "\n".join(lines).strip() or (res.get("stdout") or "").strip()
+    return _redact(text) or f"exit code {res.get('retcode')}"
+
+
+def _run(args, secret=False, ok_retcodes=(0,), binary="kubeadm", stdin=None):
+    """
+    Run ``<binary> <args>`` and raise CommandExecutionError on an unexpected exit code.
+
+    ``secret`` keeps the output out of the minion log (tokens, certificate keys).
+    """
+    res = __salt__["cmd.run_all"](
+        [binary, *args],
+        python_shell=False,
+        output_loglevel="quiet" if secret else "debug",
+        ignore_retcode=True,
+        stdin=stdin,
+    )
+    if res["retcode"] not in ok_retcodes:
+        raise CommandExecutionError(_message(res), info={"retcode": res["retcode"]})
+    return res
+
+
+def _kubectl(args, kubeconfig=None, secret=False, ok_retcodes=(0,), kube_dir=None):
+    return _run(
+        ["--kubeconfig", _admin_conf(kubeconfig, kube_dir), *args],
+        secret=secret,
+        ok_retcodes=ok_retcodes,
+        binary="kubectl",
+    )
+
+
+def _duration(value):
+    """kubeadm durations are Go durations; plain numbers mean seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{int(value)}s"
+    return str(value)
+
+
+def _flags(table):
+    """Build optional flags; ``is not None`` keeps 0 (a TTL of 0 means "never expires")."""
+    args = []
+    for flag, value in table:
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, (list, tuple)):
+            args.append(f"{flag}={','.join(str(v) for v in value)}")
+        else:
+            args.append(f"{flag}={value}")
+    return args
+
+
+def _forget():
+    for key in [k for k in __context__ if str(k).startswith("kubeadm.")]:
+        __context__.pop(key, None)
+
+
+def version():
+    """
+    Return the kubeadm version (``kubeadm version -o short``), e.g. ``v1.31.4``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.version
+    """
+    return _run(["version", "-o", "short"])["stdout"].strip()
+
+
+def is_initialized(kube_dir=None):
+    """
+    True when this node runs a control plane: the kube-apiserver static Pod manifest
+    exists. That file is what makes ``kubeadm init`` and ``join --control-plane``
+    refuse to run again (preflight ``FileAvailable``).
+
+    kube_dir
+        Kubernetes configuration directory (default ``/etc/kubernetes``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kubeadm.is_initialized
+    """
+    return os.path.exists(os.path.join(_kube_dir(kube_dir), "manifests", "kube-apiserver.yaml"))
+
+
+def is_joined(kube_dir=None):
+    """
+    True when this node belongs to a cluster: ``kubelet.conf`` exists (written by
+    ``init`` and ``join``, removed by ``reset``; ``join`` preflight refuses to run
+    while it is there).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.is_joined
+    """
+    return os.path.exists(os.path.join(_kube_dir(kube_dir), "kubelet.conf"))
+
+
+def init(config, upload_certs=False, dry_run=False, ignore_preflight_errors=None,
+         skip_phases=None, kube_dir=None):
+    """
+    Initialize the first control-plane node (``kubeadm init --config CONFIG``).
+
+    Returns kubeadm's output with the token and certificate key redacted.
+
+    config
+        Path of the InitConfiguration/ClusterConfiguration file.
+
+    upload_certs
+        Also upload the control-plane certificates (``--upload-certs``).
+
+    dry_run
+        Only show what would be done (``--dry-run``); kubeadm writes into a
+        temporary directory under ``/etc/kubernetes/tmp``, which is removed again.
+
+    ignore_preflight_errors
+        List of preflight check names to turn into warnings.
+
+    skip_phases
+        List of init phases to skip.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.init /etc/kubernetes/kubeadm-config.yaml dry_run=True
+    """
+    args = ["init", "--config", config]
+    args += _flags(
+        [
+            ("--upload-certs", upload_certs),
+            ("--dry-run", dry_run),
+            ("--ignore-preflight-errors", ignore_preflight_errors),
+            ("--skip-phases", skip_phases),
+        ]
+    )
+    try:
+        out = _run(args, secret=True)["stdout"]
+    finally:
+        _forget()
+    if dry_run:
+        match = DRY_RUN_DIR_RE.search(out)
+        if match:
+            # kubeadm leaves its dry-run directory behind; a test run should not.
+            rel = os.path.relpath(match.group(1), DEFAULT_KUBE_DIR)
+            shutil.rmtree(os.path.join(_kube_dir(kube_dir), rel), ignore_errors=True)
+    return _redact(out)
+
+
+def upload_certs(config=None):
+    """
+    Upload the control-plane certificates into the ``kube-system/kubeadm-certs``
+    Secret (``kubeadm init phase upload-certs --upload-certs``) and return the
+    certificate key that decrypts them. The Secret expires after two hours. Never
+    logged.
+
+    config
+        kubeadm configuration file (needed with external etcd, so the etcd client
+        certificates are uploaded too).
+
+    A key of your own would have to pass through ``--certificate-key`` on the
+    command line (visible in ``ps``), so kubeadm always generates it here.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.upload_certs
+    """
+    args = ["init", "phase", "upload-certs", "--upload-certs"]
+    args += _flags([("--config", config)])
+    try:
+        out = _run(args, secret=True)["stdout"]
+    finally:
+        _forget()
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    if not lines or not CERT_KEY_RE.fullmatch(lines[-1]):
+        raise CommandExecutionError("kubeadm upload-certs printed no certificate key")
+    return lines[-1]
+
+
+def token_create(ttl=None, description=None, usages=None, groups=None):
+    """
+    Create a bootstrap token (``kubeadm token create``) and return it
+    (``id.secret``). Never logged.
+
+    ttl
+        Lifetime: seconds, or a Go duration (``15m``). ``0`` never expires.
+
+    description
+        Shown by ``kubeadm token list``.
+
+    usages
+        List, default ``[signing, authentication]``.
+
+    groups
+        List of extra groups, default the kubeadm node bootstrap group.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.token_create ttl=3600 description='kos join wave'
+    """
+    args = ["token", "create"]
+    args += _flags(
+        [
+            ("--ttl", None if ttl is None else _duration(ttl)),
+            ("--description", description),
+            ("--usages", usages),
+            ("--groups", groups),
+        ]
+    )
+    try:
+        token = _run(args, secret=True)["stdout"].strip()
+    finally:
+        _forget()
+    if not TOKEN_RE.fullmatch(token):
+        raise CommandExecutionError("kubeadm token create printed no token")
+    return token
+
+
+def _parse_expires(text):
+    if text == "<never>":
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError as exc:
+        raise CommandExecutionError(f"unreadable token expiry {text!r}") from exc
+
+
+def token_list():
+    """
+    Return the cluster's bootstrap tokens without their secrets, as parsed from
+    ``kubeadm token list``: a list of ``{"id", "expires" (unix time or None),
+    "usages", "description", "groups"}``. Expired tokens are gone (the token
+    cleaner removes them).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.token_list
+    """
+    key = "kubeadm.token_list"
+    if key in __context__:
+        return __context__[key]
+    out = _run(["token", "list"], secret=True)["stdout"]
+    tokens = []
+    for line in out.splitlines():
+        match = TOKEN_ROW_RE.match(line)
+        if not match:
+            continue
+        none = lambda v: [] if v == "<none>" else v.split(",")  # noqa: E731
+        tokens.append(
+            {
+                "id": match.group("token").split(".", 1)[0],
+                "expires": _parse_expires(match.group("expires")),
+                "usages": none(match.group("usages")),
+                "description": "" if match.group("description") == "<none>"
+                else match.group("description"),
+                "groups": none(match.group("groups")),
+            }
+        )
+    __context__[key] = tokens
+    return tokens
+
+
+def token_delete(token):
+    """
+    Delete a bootstrap token (``kubeadm token delete``) by ID or full token.
+    Deleting the token that owns the ``kubeadm-certs`` Secret removes the Secret too.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.token_delete abcdef
+    """
+    token_id = token.split(".", 1)[0]
+    try:
+        return _run(["token", "delete", token_id])["stdout"].strip()
+    finally:
+        _forget()
+
+
+def join_command(ttl=None, certificate_key=None):
+    """
+    Create a new token and return the join command kubeadm prints for it
+    (``kubeadm token create --print-join-command``), parsed:
+    ``{"api_server_endpoint", "token", "ca_cert_hash", "control_plane",
+    "certificate_key"}``. Never logged. For operators: kubeadm takes the
+    certificate key on its command line here, so the states publish credentials
+    with ``token_create``/``upload_certs`` instead.
+
+    ttl
+        Lifetime of the new token (seconds or a Go duration).
+
+    certificate_key
+        A key from a recent ``upload_certs``: returns the control-plane form.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.join_command ttl=900
+    """
+    args = ["token", "create", "--print-join-command"]
+    args += _flags(
+        [
+            ("--ttl", None if ttl is None else _duration(ttl)),
+            ("--certificate-key", certificate_key),
+        ]
+    )
+    try:
+        words = _run(args, secret=True)["stdout"].split()
+    finally:
+        _forget()
+    if words[:2] != ["kubeadm", "join"] or len(words) < 7:
+        raise CommandExecutionError("kubeadm printed no join command")
+    opts = dict(zip(words[3::2], words[4::2]))
+    return {
+        "api_server_endpoint": words[2],
+        "token": opts.get("--token"),
+        "ca_cert_hash": opts.get("--discovery-token-ca-cert-hash"),
+        "control_plane": "--control-plane" in words,
+        "certificate_key": words[words.index("--certificate-key") + 1]
+        if "--certificate-key" in words
+        else None,
+    }
+
+
+def ca_cert_hash(ca_file=None):
+    """
+    Return ``sha256:<hex>`` of the cluster CA's SubjectPublicKeyInfo, the value of
+    ``--discovery-token-ca-cert-hash``. Computed from the DER SPKI, so it is right
+    for ECDSA CAs too (the widespread ``openssl rsa`` recipe is not).
+
+    ca_file
+        Default ``<kube_dir>/pki/ca.crt``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.ca_cert_hash
+    """
+    if not HAS_CRYPTOGRAPHY:
+        raise CommandExecutionError("kubeadm.ca_cert_hash needs the cryptography package")
+    path = ca_file or os.path.join(_kube_dir(), "pki", "ca.crt")
+    try:
+        with salt.utils.files.fopen(path, "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+    except (OSError, ValueError) as exc:
+        raise CommandExecutionError(f"cannot read the CA certificate {path}: {exc}") from exc
+    spki = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+def _extra_args(value):
+    """v1beta4 wants ``[{name, value}]``; accept a mapping too."""
+    if not value:
+        return []
+    if isinstance(value, dict):
+        return [{"name": str(k), "value": str(v)} for k, v in sorted(value.items())]
+    return [{"name": str(item["name"]), "value": str(item["value"])} for item in value]
+
+
+def join_configuration(api_server_endpoint, token, ca_cert_hash, control_plane=False,
+                       certificate_key=None, node_name=None, advertise_address=None,
+                       bind_port=None, cri_socket=None, kubelet_extra_args=None,
+                       discovery_timeout=None):
+    """
+    Return the v1beta4 JoinConfiguration document (a dict) that ``join`` writes.
+    Exposed for tests and for operators debugging a join; holds the token.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-1*' kubeadm.join_configuration 127.0.0.1:7443 <token> sha256:<hex>
+    """
+    hashes = [ca_cert_hash] if isinstance(ca_cert_hash, str) else list(ca_cert_hash)
+    doc = {
+        "apiVersion": CONFIG_API,
+        "kind": "JoinConfiguration",
+        "discovery": {
+            "bootstrapToken": {
+                "apiServerEndpoint": api_server_endpoint,
+                "token": token,
+                "caCertHashes": hashes,
+            }
+        },
+    }
+    registration = {}
+    if node_name:
+        registration["name"] = node_name
+    if cri_socket:
+        registration["criSocket"] = cri_socket
+    if kubelet_extra_args:
+        registration["kubeletExtraArgs"] = _extra_args(kubelet_extra_args)
+    if registration:
+        doc["nodeRegistration"] = registration
+    if control_plane:
+        endpoint = {}
+        if advertise_address:
+            endpoint["advertiseAddress"] = advertise_address
+        if bind_port is not None:
+            endpoint["bindPort"] = int(bind_port)
+        doc["controlPlane"] = {"localAPIEndpoint": endpoint}
+        if certificate_key:
+            doc["controlPlane"]["certificateKey"] = certificate_key
+    if discovery_timeout is not None:
+        doc["timeouts"] = {"discovery": _duration(discovery_timeout)}
+    return doc
+
+
+def join(api_server_endpoint, token, ca_cert_hash, control_plane=False, certificate_key=None,
+         node_name=None, advertise_address=None, bind_port=None, cri_socket=None,
+         kubelet_extra_args=None, discovery_timeout=None, ignore_preflight_errors=None):
+    """
+    Join the cluster behind ``api_server_endpoint`` (``kubeadm join --config``).
+
+    The token and key go into a JoinConfiguration file readable by root only, which
+    is removed afterwards: on a command line they would show in ``ps``. Per-node
+    kubelet flags (``cloud-provider=external``) can only be set this way too.
+    Returns kubeadm's output, redacted; raises with kubeadm's error otherwise (an
+    expired token fails after the discovery timeout with ``could not find a JWS
+    signature``; a stale certificate key with ``Secret "kubeadm-certs" was not
+    found``).
+
+    api_server_endpoint
+        ``host:port`` of the API (the controlPlaneEndpoint).
+
+    token
+        Bootstrap token ``id.secret``.
+
+    ca_cert_hash
+        ``sha256:<hex>`` (or a list of them) pinning the cluster CA.
+
+    control_plane
+        Join as a control-plane node; needs ``certificate_key``.
+
+    certificate_key
+        Key from ``upload_certs``.
+
+    node_name, advertise_address, bind_port, cri_socket
+        Node registration and (control planes) local API endpoint.
+
+    kubelet_extra_args
+        Mapping or ``[{name, value}]`` list of kubelet flags for this node.
+
+    discovery_timeout
+        How long to retry discovery (seconds or Go duration; kubeadm: 5m).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-1*' kubeadm.join 127.0.0.1:7443 <token> sha256:<hex>
+    """
+    doc = join_configuration(
+        api_server_endpoint, token, ca_cert_hash, control_plane=control_plane,
+        certificate_key=certificate_key, node_name=node_name,
+        advertise_address=advertise_address, bind_port=bind_port, cri_socket=cri_socket,
+        kubelet_extra_args=kubelet_extra_args, discovery_timeout=discovery_timeout,
+    )
+    tmpdir = tempfile.mkdtemp(prefix="kos-kubeadm-join-")
+    path = os.path.join(tmpdir, "join.yaml")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(salt.utils.yaml.safe_dump(doc, default_flow_style=False))
+        args = ["join", "--config", path]
+        args += _flags([("--ignore-preflight-errors", ignore_preflight_errors)])
+        return _redact(_run(args, secret=True)["stdout"])
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        _forget()
+
+
+def reset(force=True, dry_run=False, cleanup_tmp_dir=False):
+    """
+    Undo ``init``/``join`` on this node (``kubeadm reset``). A control-plane node
+    also leaves the etcd cluster. Left behind (as kubeadm says): CNI config,
+    iptables/IPVS rules, ``$HOME/.kube/config``, packages.
+
+    force
+        Do not prompt (``-f``); without it kubeadm waits for an answer and fails.
+
+    dry_run
+        Only show what would be done.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-2*' kubeadm.reset
+    """
+    args = ["reset"] + _flags(
+        [("--force", force), ("--dry-run", dry_run), ("--cleanup-tmp-dir", cleanup_tmp_dir)]
+    )
+    try:
+        # stdin closed: an unexpected prompt fails instead of hanging
+        return _redact(_run(args, stdin="")["stdout"])
+    finally:
+        _forget()
+
+
+def nodes(kubeconfig=None):
+    """
+    Return the cluster's nodes as seen with the admin kubeconfig:
+    ``{name: {"ready", "roles", "ip", "unschedulable", "taints"}}``.
+
+    kubeconfig
+        Default ``<kube_dir>/admin.conf``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.nodes
+    """
+    key = "kubeadm.nodes"
+    if key in __context__:
+        return __context__[key]
+    res = _kubectl(["get", "nodes", "-o", "json"], kubeconfig)
+    try:
+        items = json.loads(res["stdout"])["items"]
+    except (ValueError, KeyError) as exc:
+        raise CommandExecutionError("kubectl printed no node list") from exc
+    ret = {}
+    for item in items:
+        labels = item["metadata"].get("labels") or {}
+        status = item.get("status") or {}
+        spec = item.get("spec") or {}
+        ret[item["metadata"]["name"]] = {
+            "ready": any(
+                c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
+            ),
+            "roles": sorted(
+                k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")
+            ),
+            "ip": next(
+                (a["address"] for a in status.get("addresses", []) if a["type"] == "InternalIP"),
+                None,
+            ),
+            "unschedulable": bool(spec.get("unschedulable")),
+            "taints": spec.get("taints") or [],
+        }
+    __context__[key] = ret
+    return ret
+
+
+def drain(node, timeout=None, kubeconfig=None):
+    """
+    Cordon ``node`` and evict its Pods (``kubectl drain --ignore-daemonsets
+    --delete-emptydir-data --force``): DaemonSet Pods stay, emptyDir data and
+    unmanaged Pods go, as a node that is about to be reset requires.
+
+    timeout
+        Seconds to wait for evictions (default: no limit).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.drain k8s-worker-2
+    """
+    args = ["drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--force"]
+    args += _flags([("--timeout", None if timeout is None else _duration(timeout))])
+    try:
+        return _kubectl(args, kubeconfig)["stdout"]
+    finally:
+        _forget()
+
+
+def delete_node(node, ignore_not_found=False, kubeconfig=None):
+    """
+    Delete the Node object (``kubectl delete node``). ``kubeadm reset`` leaves it
+    behind; a kubelet still running would register it again, so reset first.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.delete_node k8s-worker-2
+    """
+    args = ["delete", "node", node] + _flags([("--ignore-not-found", ignore_not_found)])
+    try:
+        return _kubectl(args, kubeconfig)["stdout"]
+    finally:
+        _forget()
+
+
+def apply(path, kubeconfig=None):
+    """
+    Apply a manifest file (``kubectl apply -f``) and return what happened to each
+    object: ``{"<kind>/<name>": "created"|"configured"|"unchanged"}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.apply /etc/kubernetes/addons/kube-router.yaml
+    """
+    try:
+        out = _kubectl(["apply", "-f", path], kubeconfig)["stdout"]
+    finally:
+        _forget()
+    ret = {}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 2:
+            ret[words[0]] = words[1]
+    return ret
+
+
+def object_exists(kind, name, namespace=None, kubeconfig=None):
+    """
+    True when the object exists (``kubectl get KIND NAME --ignore-not-found``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.object_exists daemonset kube-router namespace=kube-system
+    """
+    args = ["get", kind, name, "-o", "name", "--ignore-not-found"]
+    args += _flags([("--namespace", namespace)])
+    return bool(_kubectl(args, kubeconfig)["stdout"].strip())
+
+
+def api_ready(timeout=60, kubeconfig=None, interval=1):
+    """
+    Wait until the API answers through ``kubeconfig`` (``kubectl version``) and
+    return True; False after ``timeout`` seconds. After ``init`` the local load
+    balancer needs a health check or two before it routes to the new API server.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.api_ready timeout=30
+    """
+    deadline = time.time() + float(timeout)
+    while True:
+        try:
+            out = _kubectl(["version", "-o", "json"], kubeconfig)["stdout"]
+            if json.loads(out).get("serverVersion"):
+                return True
+        except (CommandExecutionError, ValueError):
+            pass
+        if time.time() >= deadline:
+            return False
+        time.sleep(interval)

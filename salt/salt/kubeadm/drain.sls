@@ -1,0 +1,9 @@
+{#- On a control plane: cordon and drain the node named in pillar kubeadm_node
+    (first step of kubeadm/orch/remove.sls). #}
+{%- from "kubeadm/map.jinja" import kubeadm with context %}
+{%- set node = salt['pillar.get']('kubeadm_node') %}
+
+kubeadm-drain-kubeadm-node_drained:
+  kubeadm.node_drained:
+    - name: {{ node }}
+    - kubeconfig: {{ kubeadm.admin_conf }}

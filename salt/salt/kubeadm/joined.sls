@@ -1,0 +1,29 @@
+{#- Every other node joins the first control plane's cluster through its own
+    local load balancer, with the credentials published in the mine. Control planes
+    also run the cloud controller. #}
+{%- from "kubeadm/map.jinja" import kubeadm with context %}
+{%- from "kos/map.jinja" import kos with context %}
+include:
+  - kubeadm
+{%- if kubeadm.role == 'control_plane' %}
+  - kubeadm.ccm
+{%- endif %}
+
+kubeadm-joined-kubeadm-joined:
+  kubeadm.joined:
+    - name: {{ kos.first_control_plane }}
+    - api_server_endpoint: {{ kubeadm.control_plane_endpoint }}
+    - role: {{ kubeadm.role }}
+    - node_name: {{ kubeadm.node_name }}
+{%- if kubeadm.role == 'control_plane' %}
+    - advertise_address: {{ kubeadm.node_ip }}
+    - bind_port: {{ kubeadm.api.bind_port }}
+{%- endif %}
+    - cri_socket: {{ kubeadm.cri_socket }}
+    - kubelet_extra_args: {{ kubeadm.kubelet_extra_args | tojson }}
+    - discovery_timeout: {{ kubeadm.discovery_timeout }}
+    - timeout: {{ kubeadm.ready_timeout }}
+    - kube_dir: {{ kubeadm.kube_dir }}
+    - require:
+      - sls: kubeadm.prepare
+      - sls: kubeadm.haproxy

@@ -1,0 +1,103 @@
+{#- Node preparation: container runtime and pinned Kubernetes packages, kernel
+    modules and sysctls the kubelet and kube-router need, swap off. Each part can be
+    switched off (kubeadm:manage) where an image or the test machine owns it. #}
+{%- from "kubeadm/map.jinja" import kubeadm with context %}
+
+kubeadm-prepare-file-directory-kube_dir:
+  file.directory:
+    - name: {{ kubeadm.kube_dir }}
+    - mode: '0755'
+    - makedirs: True
+{%- if kubeadm.manage.kernel_modules %}
+{%- for module in kubeadm.kernel_modules %}
+
+kubeadm-prepare-kmod-present-{{ module }}:
+  kmod.present:
+    - name: {{ module }}
+    - persist: True
+{%- endfor %}
+{%- endif %}
+{%- if kubeadm.manage.sysctl %}
+{%- for name, value in kubeadm.sysctl | dictsort %}
+
+kubeadm-prepare-sysctl-present-{{ name }}:
+  sysctl.present:
+    - name: {{ name }}
+    - value: {{ value }}
+    - config: /etc/sysctl.d/90-kos-kubernetes.conf
+{%- if kubeadm.manage.kernel_modules %}
+    # net.bridge.* exists only once br_netfilter is loaded
+    - require:
+{%- for module in kubeadm.kernel_modules %}
+      - kmod: kubeadm-prepare-kmod-present-{{ module }}
+{%- endfor %}
+{%- endif %}
+{%- endfor %}
+{%- endif %}
+{%- if kubeadm.manage.swap %}
+
+# The kubelet refuses to start with swap on (kubeadm preflight: Swap).
+kubeadm-prepare-cmd-run-swapoff:
+  cmd.run:
+    - name: swapoff -a
+    - onlyif: test -n "$(swapon --show --noheadings)"
+
+kubeadm-prepare-file-replace-fstab-swap:
+  file.replace:
+    - name: /etc/fstab
+    - pattern: '^([^#\s]\S*\s+\S+\s+swap\s.*)$'
+    - repl: '# \1  # kos: swap off for the kubelet'
+    - ignore_if_missing: True
+{%- endif %}
+{%- if kubeadm.manage.packages %}
+
+kubeadm-prepare-pkgrepo-managed-kubernetes:
+  pkgrepo.managed:
+    - name: deb [signed-by={{ kubeadm.repo.keyring }}] {{ kubeadm.repo.url }} /
+    - file: /etc/apt/sources.list.d/kubernetes.list
+    - key_url: {{ kubeadm.repo.key_url }}
+    - aptkey: False
+
+kubeadm-prepare-pkg-installed-containerd:
+  pkg.installed:
+    - name: containerd
+
+kubeadm-prepare-file-managed-containerd_config:
+  file.managed:
+    - name: /etc/containerd/config.toml
+    - source: salt://kubeadm/files/containerd-config.toml.jinja
+    - template: jinja
+    - makedirs: True
+    - require:
+      - pkg: kubeadm-prepare-pkg-installed-containerd
+
+kubeadm-prepare-pkg-installed-kubernetes:
+  pkg.installed:
+    - pkgs:
+      - kubelet: {{ kubeadm.package_version }}
+      - kubeadm: {{ kubeadm.package_version }}
+      - kubectl: {{ kubeadm.package_version }}
+    # an unattended upgrade must not move the cluster to another version
+    - hold: True
+    - update_holds: True
+    # the kubeadm execution module loads only once the command exists
+    - reload_modules: True
+    - require:
+      - pkgrepo: kubeadm-prepare-pkgrepo-managed-kubernetes
+{%- endif %}
+{%- if kubeadm.manage.services %}
+
+kubeadm-prepare-service-running-containerd:
+  service.running:
+    - name: containerd
+    - enable: True
+{%- if kubeadm.manage.packages %}
+    - watch:
+      - file: kubeadm-prepare-file-managed-containerd_config
+{%- endif %}
+
+# kubeadm starts the kubelet itself once init or join wrote its configuration.
+kubeadm-prepare-service-enabled-kubelet:
+  service.enabled:
+    - name: kubelet
+{%- endif %}

@@ -1,0 +1,546 @@
+"""
+The kubeadm execution and state modules through Salt's real loaders, against the
+kubeadm/kubectl stand-ins (tests/standins, held to the CLI reference part B), and
+the formula's templates rendered from pillar the way a minion renders them.
+
+Each simulated node has its own stand-in root and loopback address; the stand-in
+API servers started here are stopped by pidfile when the module ends.
+"""
+
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from saltfactories.utils.functional import Loaders
+
+REPO = Path(__file__).resolve().parents[2]
+STANDINS = REPO / "tests" / "standins"
+PIDFILE = "var/run/kos-standin-apiserver.pid"
+TOKEN_RE = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+MINION_ID = "k8s-cp-1.kos-fn.test"
+CREDENTIALS = {"application_credential_id": "app-cred-id",
+               "application_credential_secret": 'se"cr;et#1'}
+
+
+def _free_base():
+    """A 127.x.y. prefix with nothing on port 6443 at .1-.5."""
+    for _ in range(50):
+        base = "127.%d.%d." % (random.randint(64, 250), random.randint(1, 250))
+        busy = False
+        for host in range(1, 6):
+            with socket.socket() as s:
+                s.settimeout(0.2)
+                busy = busy or s.connect_ex((base + str(host), 6443)) == 0
+        if not busy:
+            return base
+    raise RuntimeError("no free loopback range")
+
+
+def stop_apiserver(root):
+    pidfile = Path(root) / PIDFILE
+    try:
+        pid = int(pidfile.read_text().strip())
+        if b"kos-standin-apiserver" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return
+    for _ in range(100):
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.05)
+
+
+class Node:
+    def __init__(self, base_dir, name, ip):
+        self.name = name
+        self.ip = ip
+        self.root = Path(base_dir) / name
+        (self.root / "etc").mkdir(parents=True, exist_ok=True)
+        (self.root / "etc" / "hostname").write_text(name + "\n")
+        self.kube_dir = str(self.root / "etc" / "kubernetes")
+        self.state_dir = str(self.root / "etc" / "kos")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    base = tmp_path_factory.mktemp("kubeadm-fn")
+    prefix = _free_base()
+    nodes = {name: Node(base, name, prefix + str(i + 1))
+             for i, name in enumerate(["k8s-cp-1", "k8s-worker-1", "ec-cp"])}
+    yield nodes
+    for node in nodes.values():
+        stop_apiserver(node.root)
+
+
+@pytest.fixture(scope="module")
+def environ(lab):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{STANDINS / 'bin'}:{os.environ['PATH']}")
+        mp.setenv("KOS_STANDIN_DISCOVERY_TIMEOUT", "1")
+        yield mp
+
+
+@contextlib.contextmanager
+def on(node):
+    """Run stand-in commands as ``node`` (its root and address)."""
+    saved = {k: os.environ.get(k) for k in ("KOS_STANDIN_ROOT", "KOS_STANDIN_IP")}
+    os.environ["KOS_STANDIN_ROOT"] = str(node.root)
+    os.environ["KOS_STANDIN_IP"] = node.ip
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def pillar_for(lab, **kubeadm):
+    cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
+    data = {
+        "kubernetes": {"distribution": "kubeadm"},
+        "kos": {
+            "cluster_name": "kos-fn",
+            "domain": "kos-fn.test",
+            "networks": {"private_cidr": "127.0.0.0/8", "pod_cidr": "10.244.0.0/16",
+                         "service_cidr": "10.96.0.0/12"},
+            "salt_master": {"id": "salt.kos-fn.test"},
+            "nodes": {
+                MINION_ID: {"role": "control_plane", "ip": cp.ip},
+                "k8s-worker-1.kos-fn.test": {"role": "worker", "ip": worker.ip},
+            },
+            "first_control_plane": MINION_ID,
+            "api": {"floating_ip": "203.0.113.10"},
+            "roles": ["control_plane", "kubernetes_node", "first_control_plane"],
+            "state_dir": cp.state_dir,
+        },
+        "kubeadm": {
+            # this machine is no node: nothing installed, no systemd, no sysctls
+            "manage": {key: False for key in ("packages", "services", "swap",
+                                              "kernel_modules", "sysctl")},
+            "kube_dir": cp.kube_dir,
+            "api": {"endpoint": f"{cp.ip}:6443"},
+            "haproxy": {"config_file": str(cp.root / "etc/haproxy/haproxy.cfg"), "user": None},
+            "ccm": {"auth_url": "https://keystone.example.com:5000/v3",
+                    "cloud_conf": str(cp.root / "etc/kubernetes/cloud.conf"),
+                    "floating_network_id": "ext-net-id",
+                    "credentials": CREDENTIALS},
+        },
+    }
+    for key, value in kubeadm.items():
+        data["kubeadm"][key] = value
+    return data
+
+
+@pytest.fixture(scope="module")
+def minion_opts(salt_factories, tmp_path_factory, lab, environ):
+    pillar_dir = tmp_path_factory.mktemp("kubeadm-fn-pillar")
+    (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - fn\n")
+    (pillar_dir / "fn.sls").write_text(yaml.safe_dump(pillar_for(lab)))
+    factory = salt_factories.salt_minion_daemon(
+        MINION_ID,
+        overrides={
+            "file_client": "local",
+            "file_roots": {"base": [str(REPO / "salt" / "salt")]},
+            "pillar_roots": {"base": [str(pillar_dir)]},
+        },
+    )
+    return factory.config.copy()
+
+
+@pytest.fixture(scope="module")
+def loaders(minion_opts):
+    return Loaders(minion_opts)
+
+
+def render(loaders, path):
+    return loaders.modules.slsutil.renderer(f"salt://{path}", default_renderer="jinja")
+
+
+def write_config(loaders, node):
+    path = Path(node.kube_dir) / "kubeadm-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(loaders, "kubeadm/files/kubeadm-config.yaml.jinja"))
+    return str(path)
+
+
+# --- rendered from pillar ---------------------------------------------------------------------
+
+def test_modules_load_only_with_kubeadm_on_path(loaders):
+    assert "kubeadm.init" in loaders.modules
+    assert "kubeadm.initialized" in loaders.states
+
+
+def test_kubeadm_config_is_v1beta4_with_external_cloud_provider(loaders, lab):
+    docs = list(yaml.safe_load_all(render(loaders, "kubeadm/files/kubeadm-config.yaml.jinja")))
+    init, cluster = docs
+    assert init["apiVersion"] == cluster["apiVersion"] == "kubeadm.k8s.io/v1beta4"
+    assert init["nodeRegistration"]["name"] == "k8s-cp-1"
+    assert {"name": "cloud-provider", "value": "external"} in init["nodeRegistration"][
+        "kubeletExtraArgs"]
+    assert init["localAPIEndpoint"] == {"advertiseAddress": lab["k8s-cp-1"].ip, "bindPort": 6443}
+    assert init["bootstrapTokens"] == [{"description": "kos: node join", "ttl": "10m0s"}]
+    assert cluster["controlPlaneEndpoint"] == f"{lab['k8s-cp-1'].ip}:6443"
+    assert cluster["networking"] == {"podSubnet": "10.244.0.0/16",
+                                     "serviceSubnet": "10.96.0.0/12", "dnsDomain": "cluster.local"}
+    assert cluster["apiServer"]["certSANs"] == ["203.0.113.10"]
+    assert cluster["controllerManager"]["extraArgs"] == [{"name": "cloud-provider",
+                                                          "value": "external"}]
+    assert cluster["proxy"] == {"disabled": True}  # kube-router is the service proxy
+    assert "etcd" not in cluster and cluster["clusterName"] == "kos-fn"
+
+
+def test_kube_router_daemonset(loaders):
+    docs = {d["kind"]: d for d in yaml.safe_load_all(render(loaders,
+                                                           "kubeadm/files/kube-router.yaml.jinja"))}
+    assert set(docs) == {"ConfigMap", "DaemonSet", "ServiceAccount", "ClusterRole",
+                         "ClusterRoleBinding"}
+    spec = docs["DaemonSet"]["spec"]["template"]["spec"]
+    tolerations = spec["tolerations"]
+    assert {"key": "node.cloudprovider.kubernetes.io/uninitialized", "operator": "Equal",
+            "value": "true", "effect": "NoSchedule"} in tolerations
+    assert {"operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+            "effect": "NoSchedule"} in tolerations
+    assert spec["hostNetwork"] is True
+    args = spec["containers"][0]["args"]
+    for flag in ("--run-router=true", "--run-service-proxy=true", "--enable-overlay=false",
+                 "--service-cluster-ip-range=10.96.0.0/12", "--cluster-asn=64512"):
+        assert flag in args
+    json.loads(docs["ConfigMap"]["data"]["cni-conf.json"])
+    kubeconfig = yaml.safe_load(docs["ConfigMap"]["data"]["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"].endswith(":6443")
+
+
+def test_ccm_static_pod_mounts_cloud_conf(loaders, lab):
+    pod = yaml.safe_load(render(loaders,
+                                "kubeadm/files/openstack-cloud-controller-manager.yaml.jinja"))
+    assert pod["kind"] == "Pod" and pod["metadata"]["namespace"] == "kube-system"
+    container = pod["spec"]["containers"][0]
+    assert "--cloud-provider=openstack" in container["args"]
+    config_arg = next(a for a in container["args"] if a.startswith("--cloud-config="))
+    mount = next(m for m in container["volumeMounts"]
+                 if m["mountPath"] == config_arg.split("=", 1)[1])
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["hostPath"] == {"path": str(lab["k8s-cp-1"].root / "etc/kubernetes/cloud.conf"),
+                                  "type": "File"}
+    assert mount["readOnly"] is True
+    assert pod["spec"]["hostNetwork"] is True
+
+
+def test_cloud_conf_quotes_credentials(loaders):
+    text = render(loaders, "kubeadm/files/cloud.conf.jinja")
+    assert 'application-credential-id="app-cred-id"' in text
+    assert 'application-credential-secret="se\\"cr;et#1"' in text
+    assert 'auth-url="https://keystone.example.com:5000/v3"' in text
+    assert 'floating-network-id="ext-net-id"' in text
+    assert "password" not in text and "username" not in text
+
+
+def test_ccm_rbac_binds_the_controller_manager_identity(loaders):
+    docs = list(yaml.safe_load_all(render(
+        loaders, "kubeadm/files/openstack-cloud-controller-manager-rbac.yaml.jinja")))
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                    "name": "system:kube-controller-manager"}]
+
+
+@pytest.mark.skipif(not shutil.which("haproxy"), reason="needs haproxy")
+def test_haproxy_config_is_valid(loaders, tmp_path):
+    text = loaders.modules.slsutil.renderer(
+        "salt://kubeadm/files/haproxy.cfg.jinja", default_renderer="jinja",
+        backends=[{"name": "k8s-cp-1", "address": "10.1.0.11"},
+                  {"name": "k8s-cp-2", "address": "10.1.0.12"}])
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(text)
+    res = subprocess.run(["haproxy", "-c", "-f", str(cfg)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "server k8s-cp-2 10.1.0.12:6443 check verify none" in text
+    assert "bind 127.0.0.1:7443" in text
+
+
+def test_master_sls_renders_and_orders_init_before_credentials(loaders):
+    chunks = loaders.modules.state.show_low_sls("kubeadm.master")
+    assert isinstance(chunks, list), chunks
+    ids = [c["__id__"] for c in sorted(chunks, key=lambda c: c["order"])]
+    for state_id in ("kubeadm-master-kubeadm-initialized",
+                     "kubeadm-cni-kubeadm-manifest_applied-kube_router",
+                     "kubeadm-ccm-file-managed-static_pod",
+                     "kubeadm-credentials-kubeadm-token_present",
+                     "kubeadm-haproxy-file-managed-config"):
+        assert state_id in ids, ids
+    assert ids.index("kubeadm-master-kubeadm-initialized") < \
+        ids.index("kubeadm-credentials-kubeadm-token_present") < \
+        ids.index("kubeadm-credentials-module-run-mine-update")
+
+
+MANAGED = {"kubeadm": {"manage": {key: True for key in ("packages", "services", "swap",
+                                                         "kernel_modules", "sysctl")}}}
+
+
+def low_ids(loaders, sls, pillar=None):
+    chunks = loaders.modules.state.show_low_sls(sls, pillar=pillar)
+    assert isinstance(chunks, list), chunks
+    return {c["__id__"]: c for c in chunks}
+
+
+def test_node_preparation_on_a_real_node(loaders):
+    ids = low_ids(loaders, "kubeadm", pillar=MANAGED)
+    pkgs = ids["kubeadm-prepare-pkg-installed-kubernetes"]
+    assert pkgs["hold"] is True and pkgs["reload_modules"] is True
+    assert pkgs["pkgs"] == [{"kubelet": "1.31.4-1.1"}, {"kubeadm": "1.31.4-1.1"},
+                            {"kubectl": "1.31.4-1.1"}]
+    assert ids["kubeadm-prepare-pkgrepo-managed-kubernetes"]["name"].startswith(
+        "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] https://pkgs.k8s.io/")
+    for state_id in ("kubeadm-prepare-kmod-present-br_netfilter",
+                     "kubeadm-prepare-sysctl-present-net.ipv4.ip_forward",
+                     "kubeadm-prepare-cmd-run-swapoff", "kubeadm-prepare-service-running-containerd",
+                     "kubeadm-haproxy-service-running", "kubeadm-haproxy-pkg-installed"):
+        assert state_id in ids, sorted(ids)
+    assert "kubeadm-haproxy-cmd-run-start" not in ids
+
+
+def test_node_preparation_switched_off_runs_haproxy_from_a_pidfile(loaders):
+    ids = low_ids(loaders, "kubeadm")
+    assert sorted(ids) == ["kubeadm-haproxy-cmd-run-reload", "kubeadm-haproxy-cmd-run-start",
+                           "kubeadm-haproxy-file-managed-config",
+                           "kubeadm-prepare-file-directory-kube_dir"]
+    assert "-p " in ids["kubeadm-haproxy-cmd-run-start"]["name"]
+
+
+@pytest.mark.parametrize("sls", ["kubeadm.joined", "kubeadm.revoke", "kubeadm.reset",
+                                 "kubeadm.clean", "kubeadm.drain", "kubeadm.delete"])
+def test_every_sls_renders(loaders, sls):
+    assert low_ids(loaders, sls, pillar={"kubeadm_node": "k8s-worker-1"})
+
+
+def test_remove_orchestration_goes_one_node_at_a_time(loaders):
+    data = loaders.modules.state.show_sls(
+        "kubeadm.orch.remove", pillar={"kubeadm_remove": ["k8s-worker-1.kos-fn.test", MINION_ID]})
+    data = {k: v for k, v in sorted(data.items(), key=lambda kv: kv[1]["salt"][-1]["order"]
+                                    if "salt" in kv[1] else 10**9)}
+    assert list(data) == ["kubeadm-orch-remove-drain-k8s-worker-1",
+                          "kubeadm-orch-remove-reset-k8s-worker-1",
+                          "kubeadm-orch-remove-delete-k8s-worker-1",
+                          "kubeadm-orch-remove-refused-k8s-cp-1"], list(data)
+    reset = dict(kv for item in data["kubeadm-orch-remove-reset-k8s-worker-1"]["salt"]
+                 if isinstance(item, dict) for kv in item.items())
+    assert reset["tgt"] == "k8s-worker-1.kos-fn.test" and reset["sls"] == "kubeadm.reset"
+    assert reset["require"] == [{"salt": "kubeadm-orch-remove-drain-k8s-worker-1"}]
+
+
+def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
+    cp = lab["k8s-cp-1"]
+    before = sorted(str(p) for p in cp.root.rglob("*"))
+    with on(cp):
+        ret = loaders.modules.state.sls("kubeadm.master", test=True)
+    results = ret.raw
+    failed = {k: v["comment"] for k, v in results.items() if v["result"] is False}
+    assert not failed, failed
+    predicted = {v["__id__"] for v in results.values() if v["result"] is None}
+    assert {"kubeadm-master-kubeadm-initialized", "kubeadm-credentials-kubeadm-token_present",
+            "kubeadm-cni-kubeadm-manifest_applied-kube_router"} <= predicted
+    assert sorted(str(p) for p in cp.root.rglob("*")) == before
+
+
+# --- against the stand-ins --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def initialized(loaders, lab):
+    cp = lab["k8s-cp-1"]
+    config = write_config(loaders, cp)
+    with on(cp):
+        dry = loaders.states.kubeadm.initialized(name=config, kube_dir=cp.kube_dir, test=True)
+        ret = loaders.states.kubeadm.initialized(name=config, kube_dir=cp.kube_dir, timeout=30)
+        again = loaders.states.kubeadm.initialized(name=config, kube_dir=cp.kube_dir)
+    return {"dry": dry, "ret": ret, "again": again, "config": config}
+
+
+def test_initialized_dry_run_then_init_then_nothing(initialized, lab):
+    cp = lab["k8s-cp-1"]
+    assert initialized["dry"].result is None, initialized["dry"]
+    assert "--dry-run passed" in initialized["dry"].comment
+    assert not (Path(cp.kube_dir) / "tmp").exists() or not any((Path(cp.kube_dir) / "tmp").iterdir())
+    assert initialized["ret"].result is True, initialized["ret"]
+    assert initialized["ret"].changes == {"control_plane": {"old": None, "new": "initialized"}}
+    assert initialized["again"].result is True and initialized["again"].changes == {}
+    flags = (cp.root / "var/lib/kubelet/kubeadm-flags.env").read_text()
+    assert "--cloud-provider=external" in flags and f"--node-ip={cp.ip}" in flags
+
+
+def test_ca_hash_agrees_with_kubeadm(loaders, initialized, lab):
+    cp = lab["k8s-cp-1"]
+    with on(cp):
+        printed = loaders.modules.kubeadm.join_command(ttl=60)
+        ours = loaders.modules.kubeadm.ca_cert_hash()
+    assert printed["ca_cert_hash"] == ours
+    assert printed["api_server_endpoint"] == f"{cp.ip}:6443"
+
+
+def test_ca_hash_agrees_with_kubeadm_for_an_ecdsa_ca(loaders, lab, tmp_path):
+    node = lab["ec-cp"]
+    config = tmp_path / "ec.yaml"
+    config.write_text(
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nlocalAPIEndpoint:\n"
+        f"  advertiseAddress: {node.ip}\n---\napiVersion: kubeadm.k8s.io/v1beta4\n"
+        "kind: ClusterConfiguration\nencryptionAlgorithm: ECDSA-P256\n")
+    with on(node):
+        loaders.modules.kubeadm.init(str(config), kube_dir=node.kube_dir)
+        printed = loaders.modules.kubeadm.join_command(ttl=60)
+    ca = Path(node.kube_dir) / "pki" / "ca.crt"
+    assert b"BEGIN CERTIFICATE" in ca.read_bytes()
+    assert loaders.modules.kubeadm.ca_cert_hash(str(ca)) == printed["ca_cert_hash"]
+    stop_apiserver(node.root)
+
+
+@pytest.fixture(scope="module")
+def published(loaders, initialized, lab):
+    cp = lab["k8s-cp-1"]
+    join = os.path.join(cp.state_dir, "join.json")
+    key = os.path.join(cp.state_dir, "join-control-plane.json")
+    with on(cp):
+        token = loaders.states.kubeadm.token_present(
+            name=join, ttl=3600, min_remaining=900, wanted_nodes=["k8s-cp-1", "k8s-worker-1"],
+            kube_dir=cp.kube_dir)
+        cert = loaders.states.kubeadm.certificate_key_present(
+            name=key, wanted_nodes=["k8s-cp-1", "k8s-cp-2"], config=initialized["config"],
+            kube_dir=cp.kube_dir)
+    return {"token": token, "cert": cert, "join": join, "key": key}
+
+
+def test_credentials_published_and_never_in_the_return(published, loaders, lab):
+    assert published["token"].result is True and published["token"].changes, published["token"]
+    assert published["cert"].result is True and published["cert"].changes, published["cert"]
+    doc = json.loads(Path(published["join"]).read_text())
+    cp_doc = json.loads(Path(published["key"]).read_text())
+    for ret in (published["token"], published["cert"]):
+        text = json.dumps(ret.changes) + ret.comment
+        assert doc["token"] not in text and cp_doc["certificate_key"] not in text
+    assert oct(Path(published["join"]).stat().st_mode & 0o777) == "0o600"
+    assert doc["expires"] > time.time() + 3000
+    cp = lab["k8s-cp-1"]
+    with on(cp):
+        listed = {t["id"]: t for t in loaders.modules.kubeadm.token_list()}
+        assert listed[doc["token_id"]]["description"] == "kos: node join"
+        assert listed[cp_doc["owner_token_id"]]["description"] == \
+            "Proxy for managing TTL for the kubeadm-certs secret"
+        # the published key is accepted on a second run: no change
+        again = loaders.states.kubeadm.certificate_key_present(
+            name=published["key"], wanted_nodes=["k8s-cp-2"], kube_dir=cp.kube_dir)
+        assert again.result is True and again.changes == {}, again
+
+
+def test_token_gone_from_the_cluster_is_replaced(published, loaders, lab):
+    cp = lab["k8s-cp-1"]
+    old = json.loads(Path(published["join"]).read_text())
+    with on(cp):
+        loaders.modules.kubeadm.token_delete(old["token_id"])
+        predicted = loaders.states.kubeadm.token_present(name=published["join"],
+                                                             kube_dir=cp.kube_dir, test=True)
+        ret = loaders.states.kubeadm.token_present(name=published["join"], kube_dir=cp.kube_dir)
+    assert predicted.result is None and "gone from the cluster" in predicted.comment
+    assert ret.result is True and "gone from the cluster" in ret.comment
+    assert json.loads(Path(published["join"]).read_text())["token_id"] != old["token_id"]
+
+
+def test_worker_joins_with_the_published_credentials(published, loaders, lab):
+    cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
+    doc = json.loads(Path(published["join"]).read_text())
+    with on(worker):
+        out = loaders.modules.kubeadm.join(
+            f"{cp.ip}:6443", doc["token"], doc["ca_cert_hash"], node_name="k8s-worker-1",
+            kubelet_extra_args=[{"name": "cloud-provider", "value": "external"}])
+        assert loaders.modules.kubeadm.is_joined(worker.kube_dir)
+    assert "This node has joined the cluster" in out and doc["token"] not in out
+    assert "--cloud-provider=external" in (worker.root / "var/lib/kubelet/kubeadm-flags.env").read_text()
+    with on(cp):
+        nodes = loaders.modules.kubeadm.nodes()
+    assert set(nodes) == {"k8s-cp-1", "k8s-worker-1"}
+    assert nodes["k8s-cp-1"]["roles"] == ["control-plane"]
+
+
+def test_expired_token_fails_a_join_with_kubeadms_error(published, loaders, lab):
+    cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
+    with on(cp):
+        short = loaders.modules.kubeadm.token_create(ttl=1)
+        ca = loaders.modules.kubeadm.ca_cert_hash()
+    time.sleep(1.2)
+    with on(worker):
+        with pytest.raises(Exception, match="could not find a JWS signature") as exc:
+            loaders.modules.kubeadm.join(f"{cp.ip}:6443", short, ca, discovery_timeout=1,
+                                         ignore_preflight_errors=["all"])
+    assert short not in str(exc.value)
+
+
+def test_manifest_applied_then_unchanged(loaders, initialized, lab):
+    cp = lab["k8s-cp-1"]
+    path = Path(cp.kube_dir) / "addons" / "kube-router.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(loaders, "kubeadm/files/kube-router.yaml.jinja"))
+    record = str(cp.root / "applied.sha256")
+    admin = str(Path(cp.kube_dir) / "admin.conf")
+    with on(cp):
+        predicted = loaders.states.kubeadm.manifest_applied(name=str(path), record=record,
+                                                                kubeconfig=admin, test=True)
+        first = loaders.states.kubeadm.manifest_applied(name=str(path), record=record,
+                                                        kubeconfig=admin)
+        second = loaders.states.kubeadm.manifest_applied(name=str(path), record=record,
+                                                         kubeconfig=admin)
+        predicted_again = loaders.states.kubeadm.manifest_applied(
+                name=str(path), record=record, kubeconfig=admin, test=True)
+        assert loaders.modules.kubeadm.object_exists("DaemonSet", "kube-router",
+                                                     namespace="kube-system", kubeconfig=admin)
+    assert predicted.result is None and "DaemonSet/kube-router" in json.dumps(predicted.changes)
+    assert first.result is True and first.changes["objects"]["daemonset.apps/kube-router"] == \
+        "created"
+    assert second.result is True and second.changes == {}, second
+    assert predicted_again.result is True and predicted_again.changes == {}
+
+
+def test_drain_reset_delete_a_worker(published, loaders, lab):
+    cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
+    admin = str(Path(cp.kube_dir) / "admin.conf")
+    with on(cp):
+        drained = loaders.states.kubeadm.node_drained(name="k8s-worker-1", kubeconfig=admin)
+    with on(worker):
+        predicted = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir, test=True)
+        assert loaders.modules.kubeadm.is_joined(worker.kube_dir)
+        reset = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir)
+        reset_again = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir)
+    with on(cp):
+        deleted = loaders.states.kubeadm.node_absent(name="k8s-worker-1", kubeconfig=admin)
+        nodes = loaders.modules.kubeadm.nodes(kubeconfig=admin)
+    assert drained.result is True and drained.changes, drained
+    assert predicted.result is None, predicted
+    assert reset.result is True and reset.changes, reset
+    assert reset_again.changes == {}
+    assert deleted.result is True and deleted.changes, deleted
+    assert "k8s-worker-1" not in nodes
+
+
+def test_revoke_deletes_tokens_and_the_certs_secret(published, loaders, lab):
+    cp = lab["k8s-cp-1"]
+    cp_doc = json.loads(Path(published["key"]).read_text())
+    with on(cp):
+        ret = loaders.states.kubeadm.join_credentials_absent(
+            name=published["join"], certificate_key_file=published["key"], kube_dir=cp.kube_dir)
+        again = loaders.states.kubeadm.join_credentials_absent(
+            name=published["join"], certificate_key_file=published["key"], kube_dir=cp.kube_dir)
+        listed = loaders.modules.kubeadm.token_list()
+    assert ret.result is True and ret.changes, ret
+    assert again.changes == {}
+    assert not any(t["description"] == "kos: node join" for t in listed)
+    assert not any(t["id"] == cp_doc["owner_token_id"] for t in listed)
+    assert not Path(published["join"]).exists() and not Path(published["key"]).exists()
