@@ -53,7 +53,11 @@ class NetLab:
         ip("link", "set", self.bridge, "up")
         return self
 
-    def add_host(self, name):
+    def add_host(self, name, default_route=True):
+        """
+        A namespace with one address on the bridge. Without a default route a DNS
+        lookup (Salt's grains do some) fails at once instead of timing out.
+        """
         net = ipaddress.ip_network(self.cidr)
         index = len(self.hosts)
         address = str(net[10 + index])
@@ -67,7 +71,8 @@ class NetLab:
         ip("-n", netns, "link", "set", inside, "name", "eth0")
         ip("-n", netns, "addr", "add", f"{address}/{net.prefixlen}", "dev", "eth0")
         ip("-n", netns, "link", "set", "eth0", "up")
-        ip("-n", netns, "route", "add", "default", "via", self.gateway)
+        if default_route:
+            ip("-n", netns, "route", "add", "default", "via", self.gateway)
         host = Host(name=name, netns=netns, address=address)
         self.hosts[name] = host
         return host

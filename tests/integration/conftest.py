@@ -119,7 +119,7 @@ def pillar_dir(tmp_path_factory):
 @pytest.fixture(scope="package")
 def deployment(netlab, pillar_dir, host_roots):
     for name in HOSTNAMES:
-        netlab.add_host(name)
+        netlab.add_host(name, default_route=False)
     dep = Deployment(pillar_dir, netlab, HOSTNAMES)
     dep.write("_from_terraform.sls", dep.from_terraform())
     # This environment is the test machine itself: only what a test host may change.
@@ -196,6 +196,8 @@ def minions(salt_master, netlab, deployment, host_roots):
                 factory.environ,
                 PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
                 KOS_STANDIN_ROOT=str(root),
+                # the namespaces have no default route to find it from
+                KOS_STANDIN_IP=netlab.hosts[name].address,
             )
             started[name] = factory
         # Started together: each start waits for the master to see the minion.

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import Deployment, NetnsMinion
-from tests.netlab import NetLab, can_use_netns, ip
+from tests.netlab import NetLab, can_use_netns
 
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
@@ -124,11 +124,8 @@ def host_layer(root, name):
 @pytest.fixture(scope="package")
 def deployment(netlab, pillar_dir, host_roots):
     for name in HOSTNAMES:
-        host = netlab.add_host(name)
-        # Everything a host talks to is on the bridge. Without a default route the DNS
-        # server of the machine is unreachable at once instead of after a timeout: the
-        # ip_fqdn grain would otherwise stall every module refresh for ten seconds.
-        ip("-n", host.netns, "route", "del", "default")
+        # Everything a host talks to is on the bridge (see NetLab.add_host).
+        netlab.add_host(name, default_route=False)
     dep = KubeadmDeployment(pillar_dir, netlab, HOSTNAMES)
     dep.write("_from_terraform.sls", dep.from_terraform())
     # This environment is the test machine itself: no packages, no systemd, no sysctls.
