@@ -7,7 +7,6 @@ cluster agents started here are stopped by pidfile when the module ends.
 """
 
 import json
-import os
 import random
 import socket
 import subprocess

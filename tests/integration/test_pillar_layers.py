@@ -1,8 +1,7 @@
 """The layered pillar on a real master: derived roles, overrides, skipped layers."""
 
-import pytest
 
-from tests.integration.conftest import DOMAIN, DOMAIN_SLS
+from tests.integration.conftest import DOMAIN_SLS
 
 
 def pillar_of(salt_cli, minion):

@@ -1,7 +1,7 @@
 """Unit tests of the microk8s execution module: argument lists, parsing, secrets."""
 
 import json
-from unittest.mock import MagicMock, create_autospec
+from unittest.mock import create_autospec
 
 import pytest
 import salt.modules.cmdmod

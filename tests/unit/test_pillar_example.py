@@ -1,6 +1,5 @@
 """pillar.example documents every key the formulas read, and is itself valid."""
 
-from pathlib import Path
 
 import pytest
 import yaml

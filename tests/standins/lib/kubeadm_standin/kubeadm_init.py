@@ -206,13 +206,13 @@ def cmd_init(args, parse_for, validate_mixed):
         real_dir = _go_temp_dir(tmp_parent, "kubeadm-init-dryrun")
         shown_dir = "/etc/kubernetes/tmp/" + os.path.basename(real_dir)
         pki_dir = kube_dir = manifest_dir = kubelet_dir = real_dir
-        shown_pki = shown_kube = shown_manifests = shown_kubelet = shown_dir
+        shown_pki = shown_manifests = shown_kubelet = shown_dir
     else:
         pki_dir = env.host(cc["certificatesDir"])
         kube_dir = env.host("/etc/kubernetes")
         manifest_dir = env.host("/etc/kubernetes/manifests")
         kubelet_dir = env.host("/var/lib/kubelet")
-        shown_pki, shown_kube = cc["certificatesDir"], "/etc/kubernetes"
+        shown_pki = cc["certificatesDir"]
         shown_manifests, shown_kubelet = "/etc/kubernetes/manifests", "/var/lib/kubelet"
 
     try:

@@ -43,7 +43,7 @@ def _consume_token(token):
                 except ValueError:
                     return False
             del lines[idx]
-            common.write_file(path, "".join(l + "\n" for l in lines), mode=0o600)
+            common.write_file(path, "".join(line + "\n" for line in lines), mode=0o600)
             return True
     return False
 

@@ -29,10 +29,10 @@ WORKER_MSG_ADD_NODE = (
 
 def cluster_agent_port():
     """utils.sh cluster_agent_port: only a line containing `port` changes the default."""
-    lines = [l for l in common.read_file(common.data("args", "cluster-agent"), "").splitlines() if "port" in l]
+    lines = [line for line in common.read_file(common.data("args", "cluster-agent"), "").splitlines() if "port" in line]
     if not lines:
         return "25000"
-    return "\n".join((l.split() + ["", ""])[1] for l in lines)
+    return "\n".join((line.split() + ["", ""])[1] for line in lines)
 
 
 def joiner_agent_port():

@@ -64,7 +64,7 @@ def fill(msg, indent=7):
             else:
                 line = word if not line else line + " " + word
         out_lines.append(line)
-    return "\n".join(out_lines[:1] + [pad + l if l else "" for l in out_lines[1:]])
+    return "\n".join(out_lines[:1] + [pad + line if line else "" for line in out_lines[1:]])
 
 
 def parse_flags(args, value_flags, bool_flags):
