@@ -5,8 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kos-installed
 
 # Debian packages the tests and the demo use (network namespaces, certificates,
-# the iptables the bastion's states drive, the haproxy in front of kubeadm control planes).
-SYSTEM_PACKAGES := iproute2 openssl iptables haproxy
+# the iptables the bastion's states drive, the haproxy in front of kubeadm control
+# planes, sshd for the bastion hop of `kos converge`, rsync for gitlab-ci-local).
+SYSTEM_PACKAGES := iproute2 openssl iptables haproxy openssh-server openssh-client rsync
 
 .PHONY: all venv sysdeps test demo clean
 

@@ -1,0 +1,3 @@
+from kos.cli import main
+
+main()

@@ -1,0 +1,146 @@
+"""
+Where a cluster's machines come from. A backend creates the infrastructure for the
+evaluated inputs and answers with the same outputs ``terraform output -json`` gives
+(``bastion_floating_ip``, ``salt_master_private_ip``, ``minions``, ``kubernetes_nodes``,
+``api_floating_ip``, ``ssh_user``, ``salt_pillar``, ``cluster_name``); converge, status and
+kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenStack project;
+a local rehearsal cloud plugs in as another entry of ``BACKENDS``.
+"""
+
+from abc import ABC, abstractmethod
+
+from . import cloud, ui
+from .errors import PreflightError
+from .ssh import agent_findings
+from .state import fingerprint
+from .terraform import Terraform
+
+OUTPUT_KEYS = (
+    "bastion_floating_ip",
+    "salt_master_private_ip",
+    "minions",
+    "kubernetes_nodes",
+    "api_floating_ip",
+    "ssh_user",
+    "salt_pillar",
+    "cluster_name",
+)
+
+
+class Backend(ABC):
+    name = None
+
+    def __init__(self, settings, state):
+        self.settings = settings
+        self.state = state
+
+    @abstractmethod
+    def preflight(self, inputs, check_quota=True):
+        """Findings (cloud.Finding) about whether these inputs can be built."""
+
+    @abstractmethod
+    def create(self, inputs, steps):
+        """Build the infrastructure as recorded steps; return the outputs."""
+
+    @abstractmethod
+    def outputs(self):
+        """The outputs of the current infrastructure ({} when there is none)."""
+
+    @abstractmethod
+    def destroy(self, inputs, steps):
+        """Remove everything ``create`` made, and what the cluster left behind."""
+
+
+class OpenStackBackend(Backend):
+    name = "openstack"
+
+    def __init__(self, settings, state):
+        super().__init__(settings, state)
+        self._conn = None
+        self.terraform = Terraform(
+            settings.terraform_dir, state.path / "terraform", settings.var_files
+        )
+
+    @property
+    def conn(self):
+        if self._conn is None:
+            self._conn = cloud.connect(self.settings.os_cloud)
+        return self._conn
+
+    def preflight(self, inputs, check_quota=True):
+        findings = []
+        try:
+            conn = self.conn
+            findings.append(
+                cloud.Finding(
+                    "credentials", True, f"authenticated to project {conn.current_project_id}"
+                )
+            )
+            findings += cloud.cloud_findings(conn, inputs.values, check_quota=check_quota)
+        except PreflightError as exc:
+            findings.append(cloud.Finding("credentials", False, exc.problem, exc.fix))
+        findings += agent_findings(inputs["ssh_public_keys"])
+        return findings
+
+    def _fp(self, inputs):
+        return fingerprint(inputs.fingerprint, self.terraform.config_fingerprint())
+
+    def create(self, inputs, steps):
+        self.state.ensure()
+        fp = self._fp(inputs)
+        steps.run(
+            "terraform-init",
+            fp,
+            f"terraform init ({self.terraform.backend} state)",
+            self.terraform.init,
+            always=not self.terraform.initialized,
+        )
+        steps.run("terraform-apply", fp, "terraform apply", self.terraform.apply)
+        return self.outputs()
+
+    def plan(self, inputs, plan_file):
+        self.state.ensure()
+        self.terraform.init()
+        changes = self.terraform.plan(out=plan_file)
+        return changes, self.terraform.show_text(plan_file)
+
+    def outputs(self):
+        if not self.terraform.initialized:
+            self.state.ensure()
+            self.terraform.init()
+        return self.terraform.outputs()
+
+    def destroy(self, inputs, steps):
+        self.state.ensure()
+        fp = self._fp(inputs)
+        cluster = inputs.cluster_name
+        steps.run(
+            "terraform-init",
+            fp,
+            f"terraform init ({self.terraform.backend} state)",
+            self.terraform.init,
+            always=not self.terraform.initialized,
+        )
+        steps.run(
+            "cleanup-before-destroy",
+            fp,
+            "remove load balancers, volumes, floating IPs and ports Kubernetes left",
+            lambda: cloud.cleanup_before_destroy(self.conn, cluster),
+            always=True,
+        )
+        steps.run("terraform-destroy", fp, "terraform destroy", self.terraform.destroy, always=True)
+        steps.run(
+            "cleanup-after-destroy",
+            fp,
+            "remove what outlived terraform destroy",
+            lambda: cloud.cleanup_after_destroy(self.conn, cluster),
+            always=True,
+        )
+        ui.ok(f"cluster {cluster} destroyed")
+
+
+BACKENDS = {"openstack": OpenStackBackend}
+
+
+def missing_outputs(outputs):
+    return [k for k in OUTPUT_KEYS if k not in outputs]

@@ -1,0 +1,317 @@
+"""
+kos: from an OpenStack project to a converged Kubernetes cluster, and back.
+
+Thin click commands over the idempotent, recorded steps in ``kos.workflow``. Progress goes
+to stderr, data to stdout. Exit codes:
+
+0 success; 1 unexpected error (bug); 2 usage error; 3 bad input (nothing changed);
+4 preflight failed; 5 Terraform failed; 6 converge failed; 7 cleanup left resources;
+8 aborted (confirmation declined; use --yes); 9 status: cluster degraded.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import errors, ui, workflow
+from .backends import BACKENDS
+
+DEFAULT_STATE_DIR = ".kos"
+
+
+def _default_terraform_dir():
+    here = Path.cwd() / "terraform"
+    if (here / "variables.tf").exists():
+        return here
+    return Path(__file__).resolve().parents[2] / "terraform"
+
+
+def common_options(func):
+    decorators = [
+        click.option(
+            "--var-file",
+            "var_files",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            help="Terraform variables file (.tfvars or .tfvars.json); repeatable. terraform.tfvars, "
+            "*.auto.tfvars and TF_VAR_* are read too.",
+        ),
+        click.option(
+            "--terraform-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=_default_terraform_dir,
+            show_default="./terraform",
+            help="The repository's Terraform root module.",
+        ),
+        click.option(
+            "--state-dir",
+            envvar="KOS_STATE_DIR",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=DEFAULT_STATE_DIR,
+            show_default=True,
+            help="Where kos records progress per cluster (<state-dir>/<cluster>/).",
+        ),
+        click.option(
+            "--cloud",
+            type=click.Choice(sorted(BACKENDS)),
+            default="openstack",
+            show_default=True,
+            help="Where the machines come from.",
+        ),
+        click.option(
+            "--os-cloud",
+            default=None,
+            help="Entry of clouds.yaml to use (default: OS_CLOUD, else the OS_* variables).",
+        ),
+        click.option(
+            "--ssh-port",
+            envvar="KOS_SSH_PORT",
+            type=click.IntRange(1, 65535),
+            default=22,
+            show_default=True,
+            help="SSH port of the bastion and the salt master (pillar core:sshd:port).",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def outputs_option(func):
+    return click.option(
+        "--outputs",
+        "outputs_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Use this saved `terraform output -json` document instead of asking Terraform.",
+    )(func)
+
+
+def yes_option(func):
+    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (CI).")(func)
+
+
+def _settings(**kw):
+    return workflow.Settings(
+        terraform_dir=Path(kw["terraform_dir"]).resolve(),
+        state_root=Path(kw["state_dir"]).resolve(),
+        var_files=list(kw.get("var_files") or ()),
+        cloud=kw["cloud"],
+        os_cloud=kw.get("os_cloud"),
+        outputs_file=kw.get("outputs_file"),
+        ssh_port=kw.get("ssh_port", 22),
+        wait_minions=kw.get("wait_minions", 900),
+    )
+
+
+def _confirmer(yes):
+    def confirm(action):
+        if yes:
+            return
+        if not sys.stdin.isatty():
+            raise errors.Aborted(f"refusing to {action} without confirmation", fix="pass --yes")
+        if not click.confirm(f"{action[0].upper()}{action[1:]}?", err=True):
+            raise errors.Aborted(f"did not {action}")
+
+    return confirm
+
+
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kos")
+    except PackageNotFoundError:
+        return "0.1.0+source"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version=_version(), prog_name="kos", message="%(prog)s %(version)s")
+def cli():
+    """Kubernetes on OpenStack, converged by Salt."""
+
+
+@cli.command()
+@common_options
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON on stdout.")
+def preflight(as_json, **kw):
+    """Check credentials, image, flavors, network, quotas and ssh-agent; create nothing."""
+    dep = workflow.Deployment(_settings(**kw))
+
+    def print_json(findings):
+        ui.data(
+            [{"check": f.check, "ok": f.ok, "message": f.message, "fix": f.fix} for f in findings]
+        )
+
+    workflow.preflight(dep, report=print_json if as_json else None)
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="plan",
+    show_default=True,
+    help="Directory for plan.txt and changes.json (no secrets in either).",
+)
+def plan(out_dir, **kw):
+    """terraform plan for the inputs; the binary plan stays in the state directory."""
+    dep = workflow.Deployment(_settings(**kw))
+    with ui.step("terraform plan"):
+        changes, text = dep.backend.plan(dep.inputs, dep.state.path / "terraform" / "plan.tfplan")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "plan.txt").write_text(text)
+    (out_dir / "changes.json").write_text(json.dumps(changes, indent=2) + "\n")
+    ui.data({"cluster": dep.cluster, "changes": len(changes), "plan": str(out_dir / "plan.txt")})
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@yes_option
+@click.option(
+    "--wait-minions",
+    type=click.IntRange(0),
+    default=900,
+    show_default=True,
+    help="Seconds to wait for the minions' keys.",
+)
+def up(yes, **kw):
+    """Preflight, terraform apply, converge; re-running resumes where it stopped."""
+    dep = workflow.Deployment(_settings(**kw))
+    outputs = workflow.up(dep, _confirmer(yes))
+    ui.data(
+        {
+            "cluster": dep.cluster,
+            "bastion": outputs["bastion_floating_ip"],
+            "api": outputs["api_floating_ip"],
+        }
+    )
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@outputs_option
+@click.option(
+    "--wait-minions",
+    type=click.IntRange(0),
+    default=900,
+    show_default=True,
+    help="Seconds to wait for the minions' keys.",
+)
+def converge(**kw):
+    """Accept the expected minions' keys, push pillar, sync, run orch.deploy."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    workflow.converge(dep, always=True)
+    ui.data({"cluster": dep.cluster, "converged": True})
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@outputs_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(as_json, **kw):
+    """Every node's role, salt reachability, last highstate and Kubernetes membership."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    doc = workflow.status(dep)
+    if as_json:
+        ui.data(doc)
+    else:
+        _print_status(doc)
+    return errors.EXIT_OK if doc["healthy"] else errors.EXIT_DEGRADED
+
+
+def _print_status(doc):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"cluster {doc['cluster']} ({doc['distribution'] or 'unknown distribution'})"
+    )
+    for column in ("minion", "role", "key", "salt", "last highstate", "kubernetes"):
+        table.add_column(column)
+    for node in doc["nodes"]:
+        k8s = node.get("kubernetes")
+        k8s_text = (
+            "-"
+            if k8s is None
+            else (
+                ("ready" if k8s["ready"] else "not ready") + f" ({k8s['role']})"
+                if k8s["member"]
+                else "not a member"
+            )
+        )
+        table.add_row(
+            node["id"],
+            node["role"],
+            node["key"],
+            "up" if node["reachable"] else "down",
+            node["last_highstate"]["result"],
+            k8s_text,
+        )
+    Console(file=sys.stdout).print(table)
+    if doc.get("kubernetes_error"):
+        ui.warn(f"Kubernetes membership unknown: {doc['kubernetes_error']}")
+    for key in doc.get("unexpected_keys", []):
+        ui.warn(f"key {key!r} on the master is not a minion of this cluster")
+
+
+@cli.command()
+@common_options
+@outputs_option
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write it (default: <state-dir>/<cluster>/kubeconfig).",
+)
+@click.option(
+    "--server", help="API URL to put in it (default: https://<api floating IP>:<API port>)."
+)
+def kubeconfig(output, server, **kw):
+    """Fetch an admin kubeconfig (mode 0600) pointing at the API's floating IP."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    path, server = workflow.kubeconfig(dep, output or dep.state.path / "kubeconfig", server)
+    ui.ok(f"kubeconfig for {server} written to {path} (mode 0600)")
+    ui.data(str(path), as_json=False)
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@yes_option
+def down(yes, **kw):
+    """Drain nodes, remove what Kubernetes left in the cloud, terraform destroy."""
+    dep = workflow.Deployment(_settings(**kw))
+    workflow.down(dep, _confirmer(yes))
+    ui.data({"cluster": dep.cluster, "destroyed": True})
+    return errors.EXIT_OK
+
+
+def main(argv=None):
+    try:
+        code = cli.main(args=argv, prog_name="kos", standalone_mode=False)
+    except click.exceptions.Abort:
+        ui.error("aborted")
+        code = errors.EXIT_ABORTED
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except errors.KosError as exc:
+        ui.error(exc.problem, exc.fix, exc.details)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        ui.error("interrupted; re-run the same command to resume")
+        code = 130
+    sys.exit(code if isinstance(code, int) else errors.EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

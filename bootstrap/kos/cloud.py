@@ -1,0 +1,442 @@
+"""
+The OpenStack-facing layer, kept thin: authenticate with openstacksdk from the standard
+sources (``clouds.yaml`` + ``OS_CLOUD``, or ``OS_*`` from an openrc, application
+credentials included), check a plan fits the project before anything is created, and
+find what a cluster's Kubernetes left behind before ``terraform destroy``.
+
+Everything here reads, except the cleanup functions, which delete only what carries the
+cluster's name: load balancers ``kube_service_<cluster>_<namespace>_<service>`` (the
+OpenStack cloud-controller-manager's naming), their floating IPs and security groups (by
+the CCM's descriptions), Cinder CSI volumes with metadata
+``cinder.csi.openstack.org/cluster=<cluster>``, and ports/floating IPs tagged
+``kos-cluster=<cluster>``. The CCM and the CSI driver must run with
+``--cluster-name``/``--cluster`` set to the kos cluster name for that to find them.
+"""
+
+import time
+from dataclasses import dataclass
+
+from . import ui
+from .errors import CleanupError, PreflightError
+
+CSI_CLUSTER_KEY = "cinder.csi.openstack.org/cluster"
+FIP_DESCRIPTION = "Floating IP for Kubernetes external service "
+SG_DESCRIPTION = "Security Group for "
+# Ports Neutron itself owns on a network; they go with the subnet/router, not by hand.
+NETWORK_OWNED = ("network:",)
+LB_PENDING = ("PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE")
+
+CREDENTIALS_FIX = (
+    "export OS_CLOUD=<cloud> naming an entry of clouds.yaml (./clouds.yaml, "
+    "~/.config/openstack/clouds.yaml or /etc/openstack/clouds.yaml), or source the "
+    "project's openrc (OS_AUTH_URL, OS_USERNAME/OS_PASSWORD or "
+    "OS_APPLICATION_CREDENTIAL_ID/OS_APPLICATION_CREDENTIAL_SECRET, ...)"
+)
+
+
+def cluster_tag(cluster):
+    return f"kos-cluster={cluster}"
+
+
+def connect(cloud=None):
+    """An authenticated openstack.connection.Connection, or PreflightError naming the fix."""
+    import openstack
+    from keystoneauth1 import exceptions as ksa
+
+    try:
+        conn = openstack.connect(cloud=cloud, load_yaml_config=True, load_envvars=True)
+        conn.authorize()
+    except openstack.exceptions.ConfigException as exc:
+        raise PreflightError(f"OpenStack configuration: {exc}", fix=CREDENTIALS_FIX) from exc
+    except ksa.MissingRequiredOptions as exc:
+        raise PreflightError(
+            "no OpenStack credentials found (neither OS_CLOUD nor OS_AUTH_URL is set)",
+            fix=CREDENTIALS_FIX,
+        ) from exc
+    except (ksa.ClientException, openstack.exceptions.SDKException) as exc:
+        # authorize() re-raises keystoneauth's errors as SDKException; the cause says which.
+        cause = exc if isinstance(exc, ksa.ClientException) else exc.__context__
+        if isinstance(cause, ksa.Unauthorized):
+            raise PreflightError(
+                f"OpenStack authentication failed: {cause}",
+                fix="check the credentials of the selected cloud (password or application "
+                "credential id/secret, user and project domain); an expired application "
+                "credential must be re-created",
+            ) from exc
+        if isinstance(cause, (ksa.ConnectFailure, ksa.DiscoveryFailure, ksa.SSLError)):
+            raise PreflightError(
+                f"cannot reach the OpenStack identity service: {cause}",
+                fix="check auth_url (OS_AUTH_URL) and the network path to it",
+            ) from exc
+        raise PreflightError(
+            f"OpenStack authentication failed: {exc}", fix=CREDENTIALS_FIX
+        ) from exc
+    return conn
+
+
+@dataclass
+class Finding:
+    check: str
+    ok: bool
+    message: str
+    fix: str = ""
+
+
+def _names(items, limit=12):
+    names = sorted({getattr(i, "name", None) or "" for i in items} - {""})
+    more = f" (and {len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more if names else "none"
+
+
+def plan_needs(values, flavors):
+    """
+    What ``terraform apply`` of these inputs creates, per quota: bastion, salt master and
+    ``num_kube_nodes`` servers; the master's state volume; ports for every server NIC, the
+    router's interface on the public subnet and one DHCP port per subnet (DHCP ports
+    belong to the project and count against its port quota).
+    """
+    n = values["num_kube_nodes"]
+    fip_access = values.get("first_control_plane_access") == "floating_ip"
+    admin_access = values.get("first_control_plane_access") == "admin_network"
+    node = flavors[values["kube_node_flavor"]]
+    master = flavors[values["salt_master_flavor"]]
+    bastion = flavors[values["bastion_flavor"]]
+    return {
+        "instances": n + 2,
+        "cores": n * node.vcpus + master.vcpus + bastion.vcpus,
+        "ram": n * node.ram + master.ram + bastion.ram,
+        "volumes": 1,
+        "gigabytes": values["salt_master_volume_size"],
+        "floating_ips": 1 + int(fip_access),
+        "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + 1 + 2,
+    }
+
+
+QUOTA_FIX = {
+    "instances": "ask the cloud admins to raise the instances quota, or lower num_kube_nodes",
+    "cores": "ask for a larger cores quota, or choose smaller flavors / fewer nodes",
+    "ram": "ask for a larger RAM quota, or choose smaller flavors / fewer nodes",
+    "volumes": "ask for a larger volumes quota (the salt master keeps its keys on one volume)",
+    "gigabytes": "ask for a larger volume gigabytes quota, or lower salt_master_volume_size",
+    "floating_ips": "ask for a larger floating IP quota, or release unused floating IPs",
+    "ports": "ask for a larger port quota, or delete unused ports",
+}
+
+
+def _free(limit, used, reserved=0):
+    return None if limit is None or limit < 0 else limit - (used or 0) - (reserved or 0)
+
+
+def quota_findings(conn, needs):
+    free = {}
+    absolute = conn.compute.get_limits().absolute
+    free["instances"] = _free(absolute.instances, absolute.instances_used)
+    free["cores"] = _free(absolute.total_cores, absolute.total_cores_used)
+    free["ram"] = _free(absolute.total_ram, absolute.total_ram_used)
+    quota = conn.network.get_quota(conn.current_project_id, details=True)
+    for name, attr in (("ports", "ports"), ("floating_ips", "floating_ips")):
+        entry = getattr(quota, attr) or {}
+        free[name] = _free(entry.get("limit"), entry.get("used"), entry.get("reserved"))
+    if conn.has_service("block-storage"):
+        volume = conn.block_storage.get_limits().absolute
+        free["volumes"] = _free(volume.max_total_volumes, volume.total_volumes_used)
+        free["gigabytes"] = _free(volume.max_total_volume_gigabytes, volume.total_gigabytes_used)
+    else:
+        free["volumes"] = free["gigabytes"] = 0
+    findings = []
+    for name, need in needs.items():
+        left = free.get(name)
+        unit = " MiB" if name == "ram" else (" GiB" if name == "gigabytes" else "")
+        if left is None:
+            findings.append(Finding(f"quota {name}", True, f"{name}: need {need}{unit}, unlimited"))
+        elif left < need:
+            findings.append(
+                Finding(
+                    f"quota {name}",
+                    False,
+                    f"quota {name}: this plan needs {need}{unit} but only {max(left, 0)}{unit} is free",
+                    QUOTA_FIX[name],
+                )
+            )
+        else:
+            findings.append(
+                Finding(f"quota {name}", True, f"{name}: need {need}{unit}, {left}{unit} free")
+            )
+    return findings
+
+
+def cloud_findings(conn, values, check_quota=True):
+    """Image, flavors, networks and quotas for these inputs; read-only."""
+    findings = []
+    image = values["base_image"]
+    images = [i for i in conn.image.images(name=image) if i.status == "active"]
+    if len(images) == 1:
+        findings.append(Finding("image", True, f"image {image!r} is active"))
+    elif not images:
+        available = list(conn.image.images(status="active"))
+        findings.append(
+            Finding(
+                "image",
+                False,
+                f"base_image {image!r} is not an active image visible to this project",
+                f"set base_image to one of: {_names(available)}",
+            )
+        )
+    else:
+        findings.append(
+            Finding(
+                "image",
+                False,
+                f"base_image {image!r} names {len(images)} images; Terraform needs a unique name",
+                "set base_image to a name only one image has (or rename the duplicates)",
+            )
+        )
+
+    flavors = {f.name: f for f in conn.compute.flavors(details=True)}
+    for var in ("kube_node_flavor", "salt_master_flavor", "bastion_flavor"):
+        name = values[var]
+        if name in flavors:
+            f = flavors[name]
+            findings.append(Finding(var, True, f"{var} {name!r}: {f.vcpus} vCPU, {f.ram} MiB"))
+        else:
+            findings.append(
+                Finding(
+                    var,
+                    False,
+                    f"{var} {name!r} is not a flavor of this cloud",
+                    f"set {var} to one of: {_names(flavors.values())}",
+                )
+            )
+
+    ext = values["external_network_name"]
+    nets = list(conn.network.networks(name=ext))
+    if any(n.is_router_external for n in nets):
+        findings.append(Finding("external network", True, f"external network {ext!r} found"))
+    else:
+        externals = list(conn.network.networks(is_router_external=True))
+        problem = (
+            f"network {ext!r} exists but is not external (router:external is false)"
+            if nets
+            else f"external_network_name {ext!r} is not a network of this cloud"
+        )
+        findings.append(
+            Finding(
+                "external network",
+                False,
+                problem,
+                f"set external_network_name to one of: {_names(externals)}",
+            )
+        )
+    if values.get("first_control_plane_access") == "admin_network":
+        admin = values.get("admin_network_name")
+        if not list(conn.network.networks(name=admin)):
+            findings.append(
+                Finding(
+                    "admin network",
+                    False,
+                    f"admin_network_name {admin!r} is not a network of this cloud",
+                    "create the admin network or correct admin_network_name",
+                )
+            )
+
+    if check_quota:
+        missing_flavor = any(
+            values[v] not in flavors
+            for v in ("kube_node_flavor", "salt_master_flavor", "bastion_flavor")
+        )
+        if missing_flavor:
+            findings.append(Finding("quotas", True, "quotas not checked: a flavor is unknown"))
+        else:
+            findings.extend(quota_findings(conn, plan_needs(values, flavors)))
+    else:
+        findings.append(
+            Finding(
+                "quotas", True, "quotas not checked: part of this plan already exists (resumed run)"
+            )
+        )
+    return findings
+
+
+def raise_on_failures(findings, what="preflight"):
+    failed = [f for f in findings if not f.ok]
+    for f in findings:
+        (ui.ok if f.ok else ui.fail)(f.message)
+    if failed:
+        raise PreflightError(
+            f"{what}: {len(failed)} problem(s); nothing was created",
+            fix="; ".join(dict.fromkeys(f.fix for f in failed if f.fix)),
+            details=[f"{f.message} -> {f.fix}" if f.fix else f.message for f in failed],
+        )
+
+
+# -- cleanup -------------------------------------------------------------------------
+
+
+@dataclass
+class Leftovers:
+    load_balancers: list
+    floating_ips: list
+    volumes: list
+    security_groups: list
+    ports: list
+    blocking_ports: list
+
+
+def _ccm_fip(ip, cluster):
+    desc = ip.description or ""
+    return desc.startswith(FIP_DESCRIPTION) and desc.endswith(f" from cluster {cluster}")
+
+
+def _ccm_sg(sg, cluster):
+    desc = sg.description or ""
+    return desc.startswith(SG_DESCRIPTION) and desc.endswith(
+        f" Service LoadBalancer in cluster {cluster}"
+    )
+
+
+def find_leftovers(conn, cluster):
+    """What Kubernetes and earlier runs left in the project for this cluster."""
+    tag = cluster_tag(cluster)
+    lbs = []
+    if conn.has_service("load-balancer"):
+        prefix = f"kube_service_{cluster}_"
+        lbs = [
+            lb for lb in conn.load_balancer.load_balancers() if (lb.name or "").startswith(prefix)
+        ]
+    ips = list(conn.network.ips())
+    fips = [ip for ip in ips if _ccm_fip(ip, cluster) or tag in (ip.tags or [])]
+    volumes = []
+    if conn.has_service("block-storage"):
+        volumes = [
+            v
+            for v in conn.block_storage.volumes(details=True)
+            if (v.metadata or {}).get(CSI_CLUSTER_KEY) == cluster
+        ]
+    sgs = [sg for sg in conn.network.security_groups() if _ccm_sg(sg, cluster)]
+    ports, blocking = [], []
+    networks = list(conn.network.networks(tags=tag))
+    for net in networks:
+        for port in conn.network.ports(network_id=net.id):
+            owner = port.device_owner or ""
+            if tag in (port.tags or []) or owner.startswith(NETWORK_OWNED):
+                continue
+            # Unbound ports and load balancer VIP ports are debris; a server's port is not ours.
+            (blocking if owner.startswith("compute:") else ports).append(port)
+    return Leftovers(lbs, fips, volumes, sgs, ports, blocking)
+
+
+def _wait(what, probe, timeout, interval=2.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        if probe():
+            return True
+        if time.monotonic() > deadline:
+            raise CleanupError(
+                f"timed out after {timeout}s waiting for {what}",
+                fix="check the resource's status in the cloud, then re-run kos down",
+            )
+        time.sleep(interval)
+
+
+def _delete_load_balancer(conn, lb, timeout):
+    from openstack import exceptions
+
+    def settled():
+        try:
+            current = conn.load_balancer.get_load_balancer(lb.id)
+        except exceptions.NotFoundException:
+            return True
+        return current.provisioning_status not in LB_PENDING
+
+    _wait(f"load balancer {lb.name} to leave its PENDING state", settled, timeout)
+    conn.load_balancer.delete_load_balancer(lb.id, ignore_missing=True, cascade=True)
+
+    def gone():
+        try:
+            current = conn.load_balancer.get_load_balancer(lb.id)
+        except exceptions.NotFoundException:
+            return True
+        return current.provisioning_status == "DELETED"
+
+    _wait(f"load balancer {lb.name} to be deleted", gone, timeout)
+
+
+def cleanup_before_destroy(conn, cluster, timeout=600):
+    """
+    Remove what would make ``terraform destroy`` fail or leak: the CCM's load balancers
+    (their VIP ports sit on the cluster's subnet), the CCM's floating IPs, debris ports on
+    the cluster's networks, and detached CSI volumes. Volumes still attached go after the
+    servers are destroyed (``cleanup_after_destroy``).
+    """
+    left = find_leftovers(conn, cluster)
+    if left.blocking_ports:
+        names = ", ".join(f"{p.name or p.id} (server {p.device_id})" for p in left.blocking_ports)
+        raise CleanupError(
+            f"servers kos did not create are attached to the cluster's networks: {names}",
+            fix="delete those servers or detach their ports, then re-run kos down",
+        )
+    done = {"load_balancers": [], "floating_ips": [], "ports": [], "volumes": []}
+    for lb in left.load_balancers:
+        ui.detail(f"deleting load balancer {lb.name}")
+        _delete_load_balancer(conn, lb, timeout)
+        done["load_balancers"].append(lb.name)
+    for ip in left.floating_ips:
+        ui.detail(f"releasing floating IP {ip.floating_ip_address} ({ip.description})")
+        conn.network.delete_ip(ip, ignore_missing=True)
+        done["floating_ips"].append(ip.floating_ip_address)
+    for port in left.ports:
+        ui.detail(f"deleting port {port.name or port.id} ({port.device_owner or 'unbound'})")
+        conn.network.delete_port(port, ignore_missing=True)
+        done["ports"].append(port.name or port.id)
+    for vol in left.volumes:
+        if vol.status in ("available", "error"):
+            ui.detail(f"deleting volume {vol.name or vol.id}")
+            conn.block_storage.delete_volume(vol, ignore_missing=True)
+            done["volumes"].append(vol.name or vol.id)
+        else:
+            ui.detail(f"volume {vol.name or vol.id} is {vol.status}: deleted after its server")
+    return done
+
+
+def cleanup_after_destroy(conn, cluster, timeout=300):
+    """Delete what outlived ``terraform destroy``; fail when anything still remains."""
+    from openstack import exceptions
+
+    tag = cluster_tag(cluster)
+    done = {"volumes": [], "security_groups": [], "ports": [], "floating_ips": []}
+    left = find_leftovers(conn, cluster)
+    for vol in left.volumes:
+
+        def available(vol=vol):
+            try:
+                return conn.block_storage.get_volume(vol.id).status in ("available", "error")
+            except exceptions.NotFoundException:
+                return True
+
+        _wait(f"volume {vol.name or vol.id} to detach", available, timeout)
+        conn.block_storage.delete_volume(vol, ignore_missing=True)
+        done["volumes"].append(vol.name or vol.id)
+    for sg in left.security_groups:
+        conn.network.delete_security_group(sg, ignore_missing=True)
+        done["security_groups"].append(sg.name)
+    for port in conn.network.ports(tags=tag):
+        conn.network.delete_port(port, ignore_missing=True)
+        done["ports"].append(port.name or port.id)
+    for ip in conn.network.ips(tags=tag):
+        conn.network.delete_ip(ip, ignore_missing=True)
+        done["floating_ips"].append(ip.floating_ip_address)
+    remaining = [
+        f"{kind} {item.name or item.id}"
+        for kind, items in (
+            ("network", conn.network.networks(tags=tag)),
+            ("router", conn.network.routers(tags=tag)),
+            ("security group", conn.network.security_groups(tags=tag)),
+        )
+        for item in items
+    ]
+    if remaining:
+        raise CleanupError(
+            f"still in the project after destroy: {', '.join(remaining)}",
+            fix="delete them by hand (they carry the tag " + tag + ") or re-run kos down",
+        )
+    return done

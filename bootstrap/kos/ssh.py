@@ -1,0 +1,219 @@
+"""
+SSH to the salt master through the bastion (ProxyJump), with keys from ssh-agent only.
+
+kos writes its own ssh_config into the state directory: ``IdentityFile none`` keeps
+OpenSSH from reading key files, so the agent is the only source of keys; host keys are
+trusted on first use into the state directory's ``known_hosts`` and checked on every later
+connection (a changed host key stops kos). One multiplexed connection carries all of a
+command's sessions and is closed when the command ends.
+"""
+
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .cloud import Finding
+from .errors import ConvergeError, PreflightError
+
+AGENT_FIX = "start an agent and add your key: eval $(ssh-agent) && ssh-add ~/.ssh/id_ed25519"
+UNREACHABLE_FIX = (
+    "check the bastion's floating IP and ssh_allowed_cidrs, that the ssh-agent holds a key "
+    "from ssh_public_keys, and that the VMs finished booting"
+)
+
+
+def agent_keys():
+    """Public keys the agent holds, as OpenSSH lines."""
+    sock = os.environ.get("SSH_AUTH_SOCK")
+    if not sock:
+        raise PreflightError("no ssh-agent: SSH_AUTH_SOCK is not set", fix=AGENT_FIX)
+    res = subprocess.run(["ssh-add", "-L"], capture_output=True, text=True, timeout=30)
+    if res.returncode == 1:
+        raise PreflightError(
+            "the ssh-agent holds no keys", fix="ssh-add the private key of one of ssh_public_keys"
+        )
+    if res.returncode != 0:
+        raise PreflightError(
+            f"cannot talk to the ssh-agent at {sock}: {res.stderr.strip()}", fix=AGENT_FIX
+        )
+    return [line.strip() for line in res.stdout.splitlines() if line.strip()]
+
+
+def _blob(line):
+    parts = line.split()
+    return parts[1] if len(parts) > 1 else None
+
+
+def agent_findings(public_keys):
+    try:
+        keys = agent_keys()
+    except PreflightError as exc:
+        return [Finding("ssh-agent", False, exc.problem, exc.fix)]
+    wanted = {_blob(k) for k in public_keys}
+    if wanted & {_blob(k) for k in keys}:
+        return [
+            Finding(
+                "ssh-agent",
+                True,
+                f"ssh-agent holds {len(keys)} key(s), one of them in ssh_public_keys",
+            )
+        ]
+    return [
+        Finding(
+            "ssh-agent",
+            False,
+            "none of the ssh-agent's keys is in ssh_public_keys, so kos could not log in to the VMs",
+            "ssh-add the private key of one of ssh_public_keys, or add your public key "
+            "(ssh-add -L) to ssh_public_keys",
+        )
+    ]
+
+
+class Ssh:
+    """Commands on the salt master, reached as ``kos-master`` through ``kos-bastion``."""
+
+    def __init__(self, state_dir, bastion, master, user, port=22, connect_timeout=15):
+        self.dir = Path(state_dir)
+        self.user = user
+        self._master_started = False
+        self.config = self.dir / "ssh_config"
+        # Unix socket paths are limited to ~104 bytes; a short private dir keeps %C fitting.
+        self._cm_dir = tempfile.mkdtemp(prefix="kos-ssh-")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(
+            "\n".join(
+                [
+                    "# Written by kos; regenerated on every run.",
+                    "Host kos-bastion",
+                    f"  HostName {bastion}",
+                    f"  Port {port}",
+                    "Host kos-master",
+                    f"  HostName {master}",
+                    f"  Port {port}",
+                    "  ProxyJump kos-bastion",
+                    f"  ControlPath {self._cm_dir}/%C",
+                    "Host *",
+                    f"  User {user}",
+                    "  IdentityFile none",
+                    "  BatchMode yes",
+                    "  StrictHostKeyChecking accept-new",
+                    f"  UserKnownHostsFile {self.dir / 'known_hosts'}",
+                    "  GlobalKnownHostsFile /dev/null",
+                    f"  ConnectTimeout {connect_timeout}",
+                    "  ServerAliveInterval 15",
+                    "  ServerAliveCountMax 4",
+                    "  LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+
+    def argv(self, command):
+        # Sessions share the master connection when there is one and never become one:
+        # a master forked by a session would hold that session's output pipes open.
+        self._start_master()
+        return [
+            "ssh",
+            "-F",
+            str(self.config),
+            "-o",
+            "ControlMaster=no",
+            "kos-master",
+            "--",
+            command,
+        ]
+
+    def _start_master(self):
+        if self._master_started:
+            return
+        self._master_started = True
+        with tempfile.TemporaryFile() as err:
+            try:
+                res = subprocess.run(
+                    [
+                        "ssh",
+                        "-F",
+                        str(self.config),
+                        "-o",
+                        "ControlMaster=yes",
+                        "-o",
+                        # A kos killed before close() leaves no connection behind for long.
+                        "ControlPersist=300",
+                        "-f",
+                        "-N",
+                        "kos-master",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    timeout=120,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise ConvergeError(
+                    "timed out connecting to the salt master through the bastion"
+                ) from exc
+            err.seek(0)
+            message = err.read().decode(errors="replace").strip()
+        if res.returncode != 0:
+            raise ConvergeError(
+                f"cannot reach the salt master over SSH (through the bastion): {message}",
+                fix=UNREACHABLE_FIX,
+            )
+
+    def wrap(self, args, sudo=True):
+        command = shlex.join([str(a) for a in args])
+        if sudo and self.user != "root":
+            command = "sudo -n " + command
+        return command
+
+    def run(self, args, *, stdin=None, timeout=600, sudo=True, check=True):
+        """Run ``args`` on the host; return CompletedProcess (text)."""
+        command = args if isinstance(args, str) else self.wrap(args, sudo)
+        try:
+            res = subprocess.run(
+                self.argv(command),
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ConvergeError(f"timed out after {timeout}s: {command}") from exc
+        if res.returncode == 255:
+            raise ConvergeError(
+                f"cannot reach the salt master over SSH: {res.stderr.strip()}", fix=UNREACHABLE_FIX
+            )
+        if check and res.returncode != 0:
+            raise ConvergeError(
+                f"command failed on the salt master (exit {res.returncode}): {command}",
+                details=[line for line in (res.stderr or res.stdout).strip().splitlines()][-10:],
+            )
+        return res
+
+    def popen(self, args, sudo=True):
+        command = args if isinstance(args, str) else self.wrap(args, sudo)
+        return subprocess.Popen(
+            self.argv(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def close(self):
+        if self._master_started:
+            subprocess.run(
+                ["ssh", "-F", str(self.config), "-O", "exit", "kos-master"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=30,
+            )
+        try:
+            for entry in Path(self._cm_dir).iterdir():
+                entry.unlink()
+            os.rmdir(self._cm_dir)
+        except OSError:
+            pass

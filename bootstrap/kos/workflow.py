@@ -1,0 +1,376 @@
+"""
+The steps behind the commands. Each is idempotent and recorded in the cluster's state
+directory; the CLI only parses options and calls these.
+"""
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from . import distributions, ui
+from . import inputs as inputs_mod
+from .backends import BACKENDS, missing_outputs
+from .cloud import raise_on_failures
+from .errors import ConvergeError, InputError
+from .salt import PILLAR_FILE, SaltMaster, failed_states, report_event
+from .ssh import Ssh
+from .state import StateDir, fingerprint
+
+
+@dataclass
+class Settings:
+    terraform_dir: Path
+    state_root: Path
+    var_files: list = field(default_factory=list)
+    cloud: str = "openstack"
+    os_cloud: str = None
+    outputs_file: Path = None
+    ssh_port: int = 22
+    wait_minions: int = 900
+    pillar_file: str = PILLAR_FILE
+
+
+class Deployment:
+    """One cluster: its inputs, state directory and backend."""
+
+    def __init__(self, settings, need_inputs=True):
+        self.settings = settings
+        self.inputs = None
+        self._outputs = None
+        if settings.outputs_file:
+            self._outputs = load_outputs(settings.outputs_file)
+            cluster = self._outputs["cluster_name"]
+        if need_inputs or not settings.outputs_file:
+            with ui.step("evaluate the deployment's Terraform variables"):
+                self.inputs = inputs_mod.evaluate(settings.terraform_dir, settings.var_files)
+            cluster = self.inputs.cluster_name
+        self.state = StateDir(settings.state_root, cluster)
+        self.steps = self.state.steps()
+        self.backend = BACKENDS[settings.cloud](settings, self.state)
+
+    @property
+    def cluster(self):
+        return self.state.cluster
+
+    def use_outputs(self, outputs):
+        self._outputs = outputs
+
+    def outputs(self):
+        if self._outputs is None:
+            self._outputs = self.backend.outputs()
+        return self._outputs
+
+    def require_outputs(self):
+        outputs = self.outputs()
+        if not outputs:
+            raise ConvergeError(
+                f"cluster {self.cluster} has no infrastructure yet (no Terraform outputs)",
+                fix="run kos up first",
+            )
+        missing = missing_outputs(outputs)
+        if missing:
+            raise ConvergeError(
+                f"the infrastructure's outputs lack {', '.join(missing)}",
+                fix="re-run terraform apply (kos up) with this repository's terraform/",
+            )
+        return outputs
+
+    @contextmanager
+    def master(self):
+        outputs = self.require_outputs()
+        self.state.ensure()
+        ssh = Ssh(
+            self.state.path,
+            outputs["bastion_floating_ip"],
+            outputs["salt_master_private_ip"],
+            outputs["ssh_user"],
+            port=self.settings.ssh_port,
+        )
+        try:
+            yield SaltMaster(ssh)
+        finally:
+            ssh.close()
+
+
+def load_outputs(path):
+    """A saved ``terraform output -json`` document (or a plain name -> value map)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"cannot read outputs file {path}: {exc}",
+            fix="save it with `terraform output -json > outputs.json`",
+        ) from exc
+    if all(isinstance(v, dict) and "value" in v for v in doc.values()):
+        doc = {k: v["value"] for k, v in doc.items()}
+    missing = missing_outputs(doc)
+    if missing:
+        raise InputError(
+            f"outputs file {path} lacks {', '.join(missing)}",
+            fix="save the outputs of this repository's terraform/ root module",
+        )
+    return doc
+
+
+def pillar_of(outputs):
+    return yaml.safe_load(outputs["salt_pillar"]) or {}
+
+
+def first_control_plane(outputs):
+    first = pillar_of(outputs).get("kos", {}).get("first_control_plane")
+    if first:
+        return first
+    cps = sorted(
+        k for k, v in outputs["kubernetes_nodes"].items() if v.get("role") == "control_plane"
+    )
+    if not cps:
+        raise ConvergeError("the outputs list no control-plane node")
+    return cps[0]
+
+
+# -- up / converge ---------------------------------------------------------------------
+
+
+def preflight(dep, check_quota=True, report=None):
+    findings = dep.backend.preflight(dep.inputs, check_quota=check_quota)
+    if report:
+        report(findings)
+    raise_on_failures(findings)
+    return {"checks": len(findings)}
+
+
+def converge(dep, always=True):
+    """Keys, pillar, sync, orchestration; every step recorded, and re-run by kos converge."""
+    outputs = dep.require_outputs()
+    expected = sorted(outputs["minions"])
+    fp = fingerprint(outputs)
+    steps = dep.steps
+    with dep.master() as master:
+
+        def keys():
+            result = master.wait_and_accept(expected, timeout=dep.settings.wait_minions)
+            master.wait_responding(expected)
+            return {
+                "accepted": result["accepted"],
+                "unexpected_pending": result["unexpected_pending"],
+            }
+
+        steps.run(
+            "salt-keys", fp, f"accept the keys of {len(expected)} minions", keys, always=always
+        )
+        steps.run(
+            "salt-pillar",
+            fp,
+            f"push the Terraform pillar to {dep.settings.pillar_file}",
+            lambda: {
+                "pillar": master.push_pillar(outputs["salt_pillar"], dep.settings.pillar_file)
+            },
+            always=always,
+        )
+        steps.run(
+            "salt-sync",
+            fp,
+            "saltutil.sync_all",
+            lambda: {"synced": sorted(master.sync_all(expected))},
+            always=always,
+        )
+
+        def orchestrate():
+            failures, run = master.orchestrate("orch.deploy", progress=report_event)
+            if failures:
+                raise ConvergeError(
+                    f"orch.deploy failed at {failures[0][0]}",
+                    fix="fix the failing state (or its pillar) and re-run kos converge; "
+                    "states are idempotent, so a re-run only changes what still differs",
+                    details=[
+                        f"{minion or 'orchestration'}: {state}: {comment}"
+                        for _step, minion, state, comment in failures
+                    ],
+                )
+            return {"steps": len(run)}
+
+        steps.run(
+            "orchestrate", fp, "salt-run state.orchestrate orch.deploy", orchestrate, always=always
+        )
+    return outputs
+
+
+def up(dep, confirm):
+    steps = dep.steps
+    if steps.status("terraform-apply") != "done":
+        confirm(
+            f"create cluster {dep.cluster} with {dep.inputs['num_kube_nodes']} Kubernetes nodes"
+        )
+    # Once apply has begun, the project's usage includes this cluster: quotas are moot.
+    apply_started = steps.status("terraform-apply") is not None
+    steps.run(
+        "preflight",
+        fingerprint(dep.inputs.fingerprint, dep.settings.cloud, dep.settings.os_cloud),
+        "preflight",
+        lambda: preflight(dep, check_quota=not apply_started),
+        quiet_failure=True,
+    )
+    dep.use_outputs(dep.backend.create(dep.inputs, steps))
+    outputs = converge(dep, always=False)
+    return outputs
+
+
+# -- status / kubeconfig ---------------------------------------------------------------
+
+
+def last_highstates(master, ids, max_jobs=6):
+    """``{minion: {"jid", "result", "failed"}}`` from the master's job cache (newest first)."""
+    _, jobs = master.run("jobs.list_jobs", "search_function=state.highstate")
+    jids = sorted(jobs or {}, reverse=True)[:max_jobs]
+    found = {}
+    for jid, ret in master.lookup_jids(jids):
+        for minion, result in (ret or {}).items():
+            if minion in ids and minion not in found:
+                bad = failed_states(result) if isinstance(result, dict) else [("-", str(result))]
+                found[minion] = {
+                    "jid": jid,
+                    "result": "failed" if bad else "ok",
+                    "failed": len(bad),
+                }
+    return found
+
+
+def _kubernetes_members(master, first):
+    try:
+        dist = distributions.detect(master, first)
+        return dist.name, dist.nodes(master, first), None
+    except ConvergeError as exc:
+        return None, {}, exc.problem
+
+
+def status(dep):
+    outputs = dep.require_outputs()
+    ids = sorted(outputs["minions"])
+    first = first_control_plane(outputs)
+    with dep.master() as master, ThreadPoolExecutor(3) as pool:
+        keys = master.keys()
+        # Independent reads, each its own session on the one multiplexed connection.
+        pings = pool.submit(master.salt, ids, "test.ping", timeout=10)
+        highstates = pool.submit(last_highstates, master, ids)
+        k8s = pool.submit(_kubernetes_members, master, first)
+        pings, highstates = pings.result(), highstates.result()
+        dist_name, members, k8s_error = k8s.result()
+    accepted = set(keys.get("minions", []))
+    pending = set(keys.get("minions_pre", []))
+    nodes = []
+    for mid in ids:
+        info = outputs["minions"][mid]
+        entry = {
+            "id": mid,
+            "hostname": info.get("hostname"),
+            "role": info.get("role"),
+            "private_ip": info.get("private_ip"),
+            "key": "accepted" if mid in accepted else ("pending" if mid in pending else "missing"),
+            "reachable": pings.get(mid) is True,
+            "last_highstate": highstates.get(mid, {"result": "unknown"}),
+        }
+        if mid in outputs["kubernetes_nodes"]:
+            member = members.get(info.get("hostname")) or members.get(mid)
+            entry["kubernetes"] = {
+                "member": bool(member),
+                "ready": bool(member and member.get("ready")),
+                "role": member.get("role") if member else None,
+            }
+        nodes.append(entry)
+    healthy = all(
+        n["reachable"]
+        and n["last_highstate"]["result"] == "ok"
+        and n.get("kubernetes", {"member": True, "ready": True})["ready"]
+        for n in nodes
+    )
+    return {
+        "cluster": dep.cluster,
+        "distribution": dist_name,
+        "api": outputs.get("api_floating_ip"),
+        "healthy": healthy,
+        "kubernetes_error": k8s_error,
+        "unexpected_keys": sorted((accepted | pending) - set(ids)),
+        "nodes": nodes,
+    }
+
+
+def kubeconfig(dep, output, server=None):
+    outputs = dep.require_outputs()
+    first = first_control_plane(outputs)
+    with dep.master() as master:
+        dist = distributions.detect(master, first)
+        ret = dist.kubeconfig(master, first)
+    if not isinstance(ret, str) or "clusters:" not in ret:
+        raise ConvergeError(
+            f"{first} returned no kubeconfig",
+            fix="run kos converge until the first control plane is up, then retry",
+        )
+    if server is None:
+        if not outputs.get("api_floating_ip"):
+            raise InputError(
+                "the cluster has no API floating IP (first_control_plane_access = admin_network)",
+                fix=f"pass --server https://<k8s-cp-1 admin address>:{dist.api_port}",
+            )
+        server = f"https://{outputs['api_floating_ip']}:{dist.api_port}"
+    text = distributions.rewrite_server(ret, server)
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+    return path, server
+
+
+# -- down ------------------------------------------------------------------------------
+
+
+def drain(dep):
+    """Best effort: drain and delete every node but the first control plane, via Salt."""
+    try:
+        outputs = dep.outputs()
+    except Exception as exc:  # noqa: BLE001 - down must proceed without outputs
+        ui.warn(f"no outputs, nodes not drained: {exc}")
+        return {"drained": []}
+    if not outputs or missing_outputs(outputs):
+        ui.info("no infrastructure outputs: nothing to drain")
+        return {"drained": []}
+    first = first_control_plane(outputs)
+    order = sorted(
+        (mid for mid, n in outputs["kubernetes_nodes"].items() if mid != first),
+        key=lambda mid: (outputs["kubernetes_nodes"][mid].get("role") != "worker", mid),
+    )
+    done = []
+    try:
+        with dep.master() as master:
+            dist = distributions.detect(master, first)
+            for mid in order:
+                node = outputs["minions"].get(mid, {}).get("hostname") or mid.split(".")[0]
+                for verb, action in (("drain", dist.drain), ("delete", dist.delete)):
+                    try:
+                        out = action(master, first, node)
+                        ui.ok(f"{node}: {str(out).strip() or verb}")
+                    except ConvergeError as exc:
+                        ui.warn(f"{node}: {verb} failed: {exc.problem}")
+                done.append(node)
+    except ConvergeError as exc:
+        ui.warn(f"salt master unreachable, nodes not drained: {exc.problem}")
+    return {"drained": done}
+
+
+def down(dep, confirm):
+    confirm(f"destroy cluster {dep.cluster} and everything it left in the project")
+    dep.steps.run(
+        "drain",
+        fingerprint(dep.cluster),
+        "drain and delete Kubernetes nodes (best effort)",
+        lambda: drain(dep),
+        always=True,
+    )
+    dep.backend.destroy(dep.inputs, dep.steps)
+    dep.steps.forget(*[name for name in list(dep.steps.records) if name != "terraform-destroy"])

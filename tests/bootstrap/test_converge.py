@@ -1,0 +1,419 @@
+"""
+The converge path over real SSH and real Salt: `kos converge`, `kos status`, `kos kubeconfig`
+and the drain of `kos down`, exactly as against a cloud, given the outputs a Terraform run
+would produce for this topology.
+
+Network namespaces (prefix ``kosbt``, bridge 10.254.0.0/24, SSH on port 2222 so a system
+sshd on :22 cannot get in the way; ``--ssh-port`` carries it):
+
+* root namespace: the test as the operator, with its ssh-agent; and the salt master's host,
+  at the bridge address .1: the salt-master daemon (pytest-salt-factories; key
+  auto-acceptance off), the master's own minion, and a real sshd whose sessions see the
+  pillar directory at /srv/pillar (private mount namespace) and the master's CLI on PATH;
+* ``bastion``: a real sshd, the only host the operator connects to directly; the master is
+  reached through it (ProxyJump);
+* ``k8s-cp-1``, ``k8s-worker-1``: minions with the microk8s/snap stand-ins on PATH;
+* an unexpected minion whose key must stay pending.
+
+There is no bastion minion here: the bastion formula installs packages and iptables rules on
+the test machine. Its host is still the SSH hop.
+"""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from kos import workflow
+
+from tests.bootstrap.conftest import REPO, Kos, base_env, start_sshd, stop_process
+from tests.integration.conftest import NetnsMinion, kill_standin_daemons
+from tests.netlab import NetLab, can_use_netns
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+STANDINS = REPO / "tests" / "standins"
+CIDR = "10.254.0.0/24"
+DOMAIN = "kos-bt.test"
+DOMAIN_SLS = DOMAIN.replace(".", "_")
+API_FIP = "203.0.113.10"
+SSH_PORT = 2222
+NETNS_HOSTS = ["bastion", "k8s-cp-1", "k8s-worker-1"]
+MINIONS = ["salt", "k8s-cp-1", "k8s-worker-1"]
+INTRUDER = f"kosbt-intruder.{DOMAIN}"
+
+
+def fqdn(name):
+    return f"{name}.{DOMAIN}"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if not can_use_netns():
+        pytest.skip("needs root and network namespaces")
+    lab = NetLab(prefix="kosbt", cidr=CIDR).up()
+    for name in NETNS_HOSTS:
+        lab.add_host(name)
+    yield lab
+    lab.down()
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    return tmp_path_factory.mktemp("kosbt-hosts")
+
+
+@pytest.fixture(scope="module")
+def pillar_dir(tmp_path_factory, roots):
+    """The operator's layers; kos adds _from_terraform.sls through SSH."""
+    d = tmp_path_factory.mktemp("kosbt-pillar")
+    manage = {
+        key: key == "hosts"
+        for key in (
+            "sysctl",
+            "limits",
+            "locale",
+            "banners",
+            "sshd",
+            "resolver",
+            "hosts",
+            "packages",
+            "minion",
+            "users",
+        )
+    }
+    env = {
+        "core": {"manage": manage},
+        "salt_master": {"manage_service": False},
+        "microk8s": {"ready_timeout": 30},
+    }
+    (d / "environments").mkdir()
+    (d / "environments" / f"{DOMAIN_SLS}.sls").write_text(yaml.safe_dump(env))
+    (d / "minions" / DOMAIN_SLS).mkdir(parents=True)
+    for name in MINIONS:
+        root = roots / name
+        (root / "etc").mkdir(parents=True)
+        (root / "etc" / "hostname").write_text(f"{name}\n")
+        (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+        layer = {
+            "core": {"hosts_file": str(root / "etc" / "hosts")},
+            "kos": {"state_dir": str(root / "etc" / "kos")},
+            "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
+            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+        }
+        (d / "minions" / DOMAIN_SLS / f"{name}.sls").write_text(yaml.safe_dump(layer))
+    return d
+
+
+@pytest.fixture(scope="module")
+def outputs(lab, tmp_path_factory):
+    """What `terraform output -json` says for this topology."""
+    address = {name: host.address for name, host in lab.hosts.items()}
+    address["salt"] = lab.gateway
+    nodes = {
+        fqdn(n): {"role": "control_plane" if "-cp-" in n else "worker", "ip": address[n]}
+        for n in ("k8s-cp-1", "k8s-worker-1")
+    }
+    pillar = {
+        "kos": {
+            "cluster_name": "kosbt",
+            "domain": DOMAIN,
+            "deploy_user": "root",
+            "networks": {
+                "public_cidr": "10.253.0.0/24",
+                "private_cidr": CIDR,
+                "pod_cidr": "10.244.0.0/16",
+                "service_cidr": "10.96.0.0/12",
+            },
+            "salt_master": {"id": fqdn("salt"), "ip": address["salt"]},
+            "nodes": nodes,
+            "first_control_plane": fqdn("k8s-cp-1"),
+            "api": {"floating_ip": API_FIP, "admin_ip": None},
+        },
+        "kubernetes": {"distribution": "microk8s"},
+        "core": {"users": []},
+    }
+    doc = {
+        "cluster_name": "kosbt",
+        "ssh_user": "root",
+        "bastion_floating_ip": address["bastion"],
+        "salt_master_private_ip": address["salt"],
+        "api_floating_ip": API_FIP,
+        "minions": {
+            fqdn(n): {
+                "hostname": n,
+                "role": "salt_master" if n == "salt" else nodes[fqdn(n)]["role"],
+                "private_ip": address[n],
+            }
+            for n in MINIONS
+        },
+        "kubernetes_nodes": {
+            mid: {
+                "role": n["role"],
+                "private_ip": n["ip"],
+                "floating_ip": None,
+                "availability_zone": None,
+            }
+            for mid, n in nodes.items()
+        },
+        "salt_pillar": yaml.safe_dump(pillar, sort_keys=False),
+    }
+    path = tmp_path_factory.mktemp("kosbt-outputs") / "outputs.json"
+    path.write_text(json.dumps({k: {"sensitive": False, "value": v} for k, v in doc.items()}))
+    return {"doc": doc, "path": path}
+
+
+@pytest.fixture(scope="module")
+def master(salt_factories, lab, pillar_dir):
+    factory = salt_factories.salt_master_daemon(
+        "kosbt-master",
+        overrides={
+            "interface": lab.gateway,
+            "file_roots": {"base": [str(REPO / "salt" / "salt")]},
+            "pillar_roots": {"base": [str(REPO / "pillar"), str(pillar_dir)]},
+            "minion_data_cache": True,
+            "timeout": 60,
+        },
+        # kos accepts keys, not the test harness.
+        on_auth_event_callback=lambda _master, _payload: None,
+    )
+    with factory.started(start_timeout=120):
+        yield factory
+
+
+@pytest.fixture(scope="module")
+def ssh_hosts(sshd, lab, master, pillar_dir, ssh_agent, tmp_path_factory):
+    d = tmp_path_factory.mktemp("kosbt-sshd")
+    bin_dir = Path(sys.executable).parent
+    bastion = start_sshd(
+        sshd,
+        d / "bastion",
+        lab.hosts["bastion"].netns,
+        lab.hosts["bastion"].address,
+        ssh_agent.public_key,
+        port=SSH_PORT,
+    )
+    salt_host = start_sshd(
+        sshd,
+        d / "salt",
+        None,
+        lab.gateway,
+        ssh_agent.public_key,
+        port=SSH_PORT,
+        set_env={
+            "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
+            "SALT_MASTER_CONFIG": master.config_file,
+        },
+        mounts={"/srv/pillar": pillar_dir},
+    )
+    yield {"bastion": bastion, "salt": salt_host}
+    for host in (bastion, salt_host):
+        stop_process(host.proc)
+
+
+@pytest.fixture(scope="module")
+def intruder(master, lab, tmp_path_factory):
+    """A salt-minion nobody ordered, presenting its key to the master."""
+    d = tmp_path_factory.mktemp("kosbt-intruder")
+    conf = d / "conf"
+    conf.mkdir()
+    (conf / "minion").write_text(
+        yaml.safe_dump(
+            {
+                "id": INTRUDER,
+                "master": lab.gateway,
+                "master_port": master.config["ret_port"],
+                "publish_port": master.config["publish_port"],
+                "root_dir": str(d),
+                "pki_dir": str(d / "pki"),
+                "cachedir": str(d / "cache"),
+                "sock_dir": str(d / "sock"),
+                "log_file": str(d / "minion.log"),
+                "pidfile": str(d / "minion.pid"),
+                "user": "root",
+                "acceptance_wait_time": 2,
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "salt-minion"), "-c", str(conf)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    yield proc
+    # Its auth retry loop ignores SIGTERM; it holds nothing worth a clean shutdown.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def minions(master, lab, roots, pillar_dir):
+    """The cluster's minions, started; each start completes only once its key is accepted."""
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    started, threads, errors = {}, [], {}
+    for name in MINIONS:
+        root = roots / name
+        if name in lab.hosts:
+            placement = {"factory_class": NetnsMinion, "netns": lab.hosts[name].netns}
+        else:
+            placement = {}  # the master's own minion, on the master's host
+        factory = master.salt_minion_daemon(
+            fqdn(name),
+            overrides={"master": lab.gateway, "interface": "0.0.0.0"},
+            max_start_attempts=1,
+            **placement,
+        )
+        factory.environ.update(
+            PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}", KOS_STANDIN_ROOT=str(root)
+        )
+        started[name] = factory
+
+        def start(f=factory, n=name):
+            try:
+                f.start(start_timeout=600)
+            except Exception as exc:  # noqa: BLE001 - reported by the tests
+                errors[n] = exc
+
+        thread = threading.Thread(target=start, daemon=True)
+        thread.start()
+        threads.append(thread)
+    yield {"factories": started, "threads": threads, "errors": errors}
+    for factory in started.values():
+        factory.terminate()
+    for thread in threads:
+        thread.join(timeout=30)
+    kill_standin_daemons(roots)
+
+
+@pytest.fixture(scope="module")
+def operator(tmp_path_factory, ssh_agent, outputs, ssh_hosts):
+    work = tmp_path_factory.mktemp("kosbt-operator")
+    return Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock, KOS_SSH_PORT=SSH_PORT))
+
+
+@pytest.fixture(scope="module")
+def converged(operator, outputs, minions, intruder, ssh_hosts):
+    res = operator("converge", "--outputs", outputs["path"], "--wait-minions", 300, timeout=1200)
+    for thread in minions["threads"]:
+        thread.join(timeout=120)
+    return res
+
+
+def key_lists(master):
+    ret = master.salt_key_cli().run("-L")
+    return ret.data
+
+
+def test_converge_accepts_exactly_the_cluster_keys(converged, master, minions):
+    assert converged.returncode == 0, converged.stderr
+    assert not minions["errors"], minions["errors"]
+    keys = key_lists(master)
+    assert sorted(keys["minions"]) == sorted(fqdn(n) for n in MINIONS)
+    assert keys["minions_pre"] == [INTRUDER]
+    assert f"unexpected pending key {INTRUDER!r}: not accepted" in converged.stderr
+
+
+def test_converge_reports_each_node_and_prints_data_on_stdout(converged):
+    for name in MINIONS:
+        assert f"{fqdn(name)}: highstate ok" in converged.stderr, converged.stderr
+        assert f"{fqdn(name)}: modules synced" in converged.stderr
+    assert json.loads(converged.stdout) == {"cluster": "kosbt", "converged": True}
+
+
+def test_terraform_pillar_is_pushed_as_root_0640(converged, pillar_dir, outputs):
+    path = pillar_dir / "_from_terraform.sls"
+    assert path.read_text() == outputs["doc"]["salt_pillar"]
+    st = path.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_uid == 0
+
+
+def test_steps_are_recorded_without_secrets(converged, operator):
+    doc = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())
+    assert {k: v["status"] for k, v in doc["steps"].items()} == {
+        "salt-keys": "done",
+        "salt-pillar": "done",
+        "salt-sync": "done",
+        "orchestrate": "done",
+    }
+    text = json.dumps(doc)
+    assert "BEGIN" not in text and "token" not in text.lower()
+
+
+def test_status_shows_every_node(converged, operator, outputs):
+    res = operator("status", "--outputs", outputs["path"], "--json", check=0)
+    doc = json.loads(res.stdout)
+    assert doc["healthy"] is True and doc["distribution"] == "microk8s"
+    assert doc["unexpected_keys"] == [INTRUDER]
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    assert set(nodes) == {fqdn(n) for n in MINIONS}
+    for node in nodes.values():
+        assert node["key"] == "accepted" and node["reachable"] is True
+        assert node["last_highstate"]["result"] == "ok"
+    assert nodes[fqdn("k8s-cp-1")]["kubernetes"] == {
+        "member": True,
+        "ready": True,
+        "role": "control-plane",
+    }
+    assert nodes[fqdn("k8s-worker-1")]["kubernetes"] == {
+        "member": True,
+        "ready": True,
+        "role": "worker",
+    }
+    assert "kubernetes" not in nodes[fqdn("salt")]
+    table = operator("status", "--outputs", outputs["path"], check=0)
+    assert "k8s-worker-1.kos-bt.test" in table.stdout and "ready (worker)" in table.stdout
+
+
+def test_kubeconfig_points_at_the_floating_ip_with_mode_0600(converged, operator, outputs):
+    target = operator.cwd / "admin.kubeconfig"
+    res = operator("kubeconfig", "--outputs", outputs["path"], "-o", target, check=0)
+    assert res.stdout.strip() == str(target)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    doc = yaml.safe_load(target.read_text())
+    assert [c["cluster"]["server"] for c in doc["clusters"]] == [f"https://{API_FIP}:16443"]
+    assert doc["users"] and doc["users"][0]["user"]
+
+
+def test_without_the_agent_key_the_master_is_unreachable(converged, operator, outputs):
+    res = operator("status", "--outputs", outputs["path"], env={"SSH_AUTH_SOCK": ""}, check=6)
+    assert "cannot reach the salt master over SSH" in res.stderr
+
+
+def test_bad_pillar_fails_with_the_failing_state_comment(converged, operator, outputs, pillar_dir):
+    layer = pillar_dir / "environments" / f"{DOMAIN_SLS}.sls"
+    good = layer.read_text()
+    doc = yaml.safe_load(good)
+    doc["microk8s"]["channel"] = "1.31/nightly"
+    layer.write_text(yaml.safe_dump(doc))
+    try:
+        res = operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
+    finally:
+        layer.write_text(good)
+    assert "orch.deploy failed at kos-orch-deploy-validate" in res.stderr
+    assert "pillar key 'microk8s:channel'" in res.stderr
+    steps = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())["steps"]
+    assert steps["orchestrate"]["status"] == "failed"
+
+
+def test_drain_removes_nodes_from_kubernetes(converged, operator, outputs, master, monkeypatch):
+    monkeypatch.setenv("SSH_AUTH_SOCK", operator.env["SSH_AUTH_SOCK"])
+    settings = workflow.Settings(
+        terraform_dir=REPO / "terraform",
+        state_root=operator.cwd / ".kos",
+        outputs_file=outputs["path"],
+        ssh_port=SSH_PORT,
+    )
+    dep = workflow.Deployment(settings, need_inputs=False)
+    assert workflow.drain(dep) == {"drained": ["k8s-worker-1"]}
+    nodes = master.salt_cli(timeout=120).run("microk8s.nodes", minion_tgt=fqdn("k8s-cp-1")).data
+    assert set(nodes) == {"k8s-cp-1"}

@@ -1,0 +1,193 @@
+"""
+`kos preflight` against the OpenStack API double (fakecloud.py): what an operator sees for a
+good project and for each way the inputs or the project can be wrong. Bad input always
+ends in one error naming the variable or check and its fix, with nothing written to the
+cloud and nothing left in the working directory.
+"""
+
+import json
+
+import pytest
+
+from tests.bootstrap.conftest import Kos, base_env, required_vars
+from tests.bootstrap.fakecloud import flavor
+
+pytestmark = pytest.mark.terraform
+
+
+def files_under(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_good_project_passes_every_check_and_writes_nothing(
+    cloud_kos, fake_cloud, write_vars, ssh_agent
+):
+    vars_file = write_vars(required_vars(ssh_agent.public_key))
+    res = cloud_kos("preflight", "--var-file", vars_file, "--json", check=0)
+    checks = {c["check"]: c for c in json.loads(res.stdout)}
+    assert all(c["ok"] for c in checks.values()), checks
+    for name in (
+        "credentials",
+        "image",
+        "kube_node_flavor",
+        "salt_master_flavor",
+        "bastion_flavor",
+        "external network",
+        "quota instances",
+        "quota cores",
+        "quota ram",
+        "quota volumes",
+        "quota gigabytes",
+        "quota ports",
+        "quota floating_ips",
+        "ssh-agent",
+    ):
+        assert name in checks
+    # 3 nodes of m1.large (4 vCPU) + m1.medium (2) + m1.small (1)
+    assert checks["quota cores"]["message"] == "cores: need 15, 38 free"
+    assert checks["quota floating_ips"]["message"] == "floating_ips: need 2, 9 free"
+    assert fake_cloud.writes() == []
+    assert files_under(cloud_kos.cwd) == ["cluster.tfvars.json"]
+
+
+def test_application_credentials_from_clouds_yaml(cloud_kos, fake_cloud, write_vars, ssh_agent):
+    clouds = fake_cloud.clouds_yaml(cloud_kos.cwd.parent, auth="application_credential", name="ci")
+    vars_file = write_vars(required_vars(ssh_agent.public_key))
+    cloud_kos(
+        "preflight",
+        "--var-file",
+        vars_file,
+        env={"OS_CLIENT_CONFIG_FILE": str(clouds), "OS_CLOUD": "ci"},
+        check=0,
+    )
+    auth = [r[3]["auth"]["identity"] for r in fake_cloud.requests if r[1].endswith("/auth/tokens")]
+    assert auth and all(a["methods"] == ["application_credential"] for a in auth)
+
+
+def test_os_variables_from_an_openrc(workdir, fake_cloud, write_vars, ssh_agent):
+    env = base_env(
+        SSH_AUTH_SOCK=ssh_agent.sock,
+        XDG_CONFIG_HOME=workdir / "xdg",
+        OS_AUTH_URL=f"{fake_cloud.url}/identity/v3",
+        OS_USERNAME="kos-operator",
+        OS_PASSWORD=fake_cloud.password,
+        OS_PROJECT_NAME="kos-project",
+        OS_USER_DOMAIN_NAME="Default",
+        OS_PROJECT_DOMAIN_NAME="Default",
+        OS_REGION_NAME="RegionOne",
+        OS_IDENTITY_API_VERSION="3",
+        OS_CLIENT_CONFIG_FILE=workdir / "none.yaml",
+    )
+    vars_file = write_vars(required_vars(ssh_agent.public_key))
+    Kos(workdir, env)("preflight", "--var-file", vars_file, check=0)
+
+
+def test_missing_credentials_say_how_to_provide_them(workdir, fake_cloud, write_vars, ssh_agent):
+    env = base_env(
+        SSH_AUTH_SOCK=ssh_agent.sock,
+        XDG_CONFIG_HOME=workdir / "xdg",
+        OS_CLIENT_CONFIG_FILE=workdir / "none.yaml",
+    )
+    vars_file = write_vars(required_vars(ssh_agent.public_key))
+    res = Kos(workdir, env)("preflight", "--var-file", vars_file, check=4)
+    assert "no OpenStack credentials found" in res.stderr
+    assert "export OS_CLOUD=<cloud>" in res.stderr
+    assert fake_cloud.requests == []
+
+
+def test_wrong_password_is_an_authentication_error(cloud_kos, fake_cloud, write_vars, ssh_agent):
+    fake_cloud.password = "rotated"
+    res = cloud_kos(
+        "preflight", "--var-file", write_vars(required_vars(ssh_agent.public_key)), check=4
+    )
+    assert "OpenStack authentication failed" in res.stderr
+    assert "(HTTP 401)" in res.stderr
+    assert fake_cloud.writes() == []
+
+
+def test_unknown_flavor_names_the_variable_and_the_choices(
+    cloud_kos, fake_cloud, write_vars, ssh_agent
+):
+    vars_file = write_vars(required_vars(ssh_agent.public_key, kube_node_flavor="m1.huge"))
+    res = cloud_kos("preflight", "--var-file", vars_file, check=4)
+    assert "kube_node_flavor 'm1.huge' is not a flavor of this cloud" in res.stderr
+    assert "set kube_node_flavor to one of: m1.large, m1.medium, m1.small" in res.stderr
+    assert "quotas not checked: a flavor is unknown" in res.stderr
+    assert fake_cloud.writes() == []
+    assert files_under(cloud_kos.cwd) == ["cluster.tfvars.json"]
+
+
+def test_missing_image_and_internal_network(cloud_kos, fake_cloud, write_vars, ssh_agent):
+    vars_file = write_vars(
+        required_vars(
+            ssh_agent.public_key, base_image="debian-13", external_network_name="shared-admin"
+        )
+    )
+    res = cloud_kos("preflight", "--var-file", vars_file, check=4)
+    assert "base_image 'debian-13' is not an active image" in res.stderr
+    assert "set base_image to one of: cirros, ubuntu-24.04" in res.stderr
+    assert "network 'shared-admin' exists but is not external" in res.stderr
+    assert "set external_network_name to one of: public" in res.stderr
+    assert "preflight: 2 problem(s); nothing was created" in res.stderr
+
+
+def test_quotas_too_small_for_the_plan(cloud_kos, fake_cloud, write_vars, ssh_agent):
+    fake_cloud.state["compute_limits"].update(maxTotalCores=16, totalCoresUsed=4)
+    fake_cloud.state["network_quota"]["port"] = {"limit": 20, "used": 15, "reserved": 1}
+    fake_cloud.state["flavors"].append(flavor("m1.xlarge", 8, 16384))
+    vars_file = write_vars(required_vars(ssh_agent.public_key, num_kube_nodes=5))
+    res = cloud_kos("preflight", "--var-file", vars_file, check=4)
+    # 5 x 4 + 2 + 1 cores against 16 - 4; 2 + 1 + 5 + 1 + 1 + 2 ports against 20 - 15 - 1
+    assert "quota cores: this plan needs 23 but only 12 is free" in res.stderr
+    assert "quota ports: this plan needs 12 but only 4 is free" in res.stderr
+    assert "ask for a larger cores quota" in res.stderr
+    assert "instances: need 7, 9 free" in res.stderr
+
+
+def test_agent_without_a_deployable_key(cloud_kos, write_vars):
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHvxk0Xtgc0Bj2cTqdaLyM6XhYPMbUPu8Lk4kBMQmrHq someone@else"
+    res = cloud_kos("preflight", "--var-file", write_vars(required_vars(other)), check=4)
+    assert "none of the ssh-agent's keys is in ssh_public_keys" in res.stderr
+    res = cloud_kos(
+        "preflight",
+        "--var-file",
+        write_vars(required_vars(other)),
+        env={"SSH_AUTH_SOCK": ""},
+        check=4,
+    )
+    assert "no ssh-agent: SSH_AUTH_SOCK is not set" in res.stderr
+
+
+def test_bad_input_is_rejected_before_any_request(cloud_kos, fake_cloud, write_vars, ssh_agent):
+    vars_file = write_vars(
+        required_vars(
+            ssh_agent.public_key,
+            private_cidr="10.1.0.0/33",
+            users=[{"nam": "alice"}],
+            ssh_public_keys=["-----BEGIN OPENSSH PRIVATE KEY-----"],
+            kube_node_flavour="m1.large",
+            num_control_plane=2,
+        )
+    )
+    res = cloud_kos("preflight", "--var-file", vars_file, check=3)
+    # One error listing every bad variable with what to do about it.
+    assert res.stderr.count("error:") == 1
+    assert "invalid deployment inputs: nothing was created or changed" in res.stderr
+    assert (
+        f"private_cidr (from {vars_file}): private_cidr must be an IPv4 network address"
+        in res.stderr
+    )
+    assert f'users (from {vars_file}): element 0: attribute "name" is required' in res.stderr
+    assert "private keys are never accepted" in res.stderr
+    assert "kube_node_flavour (from" in res.stderr and "check the spelling" in res.stderr
+    assert "num_control_plane must be odd" in res.stderr
+    assert fake_cloud.requests == []
+    assert files_under(cloud_kos.cwd) == ["cluster.tfvars.json"]
+
+
+def test_required_variable_missing(cloud_kos, fake_cloud, write_vars, ssh_agent):
+    values = required_vars(ssh_agent.public_key)
+    del values["external_network_name"]
+    res = cloud_kos("preflight", "--var-file", write_vars(values), check=3)
+    assert "external_network_name: required and not set" in res.stderr
+    assert "TF_VAR_external_network_name" in res.stderr
