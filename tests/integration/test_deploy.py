@@ -118,9 +118,7 @@ def test_joins_used_the_ttl_token_from_the_mine(deployed, salt_cli, deployment, 
     assert published["expires"] > time.time() + 1800
     lines = (host_roots / "k8s-cp-1" / SNAP_DATA / "credentials/cluster-tokens.txt").read_text().splitlines()
     # a TTL token: still there after two joins, never a single-use one
-    assert [line for line in lines if line.startswith(token)] == [f"{token}|{published['expires']}"] or any(
-        line.startswith(f"{token}|") for line in lines
-    )
+    assert any(line.startswith(f"{token}|") for line in lines)
     assert all("|" in line for line in lines if line.strip())
     # the mine serves it to Kubernetes nodes, not to the salt master's minion
     worker = deployment.fqdn("k8s-worker-1")

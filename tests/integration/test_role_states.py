@@ -4,7 +4,9 @@ The role formulas the deploy scenario switches off on this shared test machine
 test mode; file_transfer really delivers a file.
 """
 
+import json
 import os
+import subprocess
 
 from tests.integration.conftest import DOMAIN_SLS
 
@@ -21,7 +23,6 @@ def apply(salt_cli, minion, sls, **kwargs):
 
 
 def test_core_with_every_part_on_predicts_and_fails_nothing(salt_cli, minions, deployment):
-    import json
     code, data = apply(salt_cli, deployment.fqdn("k8s-worker-1"), "core", test=True, pillar=json.dumps(ALL_CORE))
     assert isinstance(data, dict), data
     failed = {k: v["comment"] for k, v in data.items() if v["result"] is False}
@@ -48,9 +49,6 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
 
 def test_bastion_nat_rules_in_the_hosts_namespace(salt_cli, minions, deployment, host_roots, netlab):
     """Real iptables rules, inside the test host's own network namespace."""
-    import json
-    import subprocess
-
     root = host_roots / "salt"
     pillar = {"bastion": {"packages": [], "public_interface": "eth0", "private_interface": "eth0",
                           "rules_file": str(root / "etc/iptables/rules.v4"),

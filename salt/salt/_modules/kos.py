@@ -334,10 +334,11 @@ def validate_pillar():
     return True
 
 
-def roles(minion_id=None):
+def roles():
     """
-    Return the roles of ``minion_id`` (default: this minion) in the deployment:
-    any of salt_master, bastion, control_plane, worker, first_control_plane.
+    Return this minion's roles in the deployment (salt_master, bastion,
+    control_plane, worker, first_control_plane, kubernetes_node), as the pillar
+    layer ``kos/derived.sls`` derived them from the Terraform layer.
 
     CLI Example:
 
@@ -345,19 +346,7 @@ def roles(minion_id=None):
 
         salt '*' kos.roles
     """
-    minion_id = minion_id or __opts__["id"]
-    kos = __pillar__.get("kos", {})
-    found = []
-    if kos.get("salt_master", {}).get("id") == minion_id:
-        found.append("salt_master")
-    if kos.get("bastion", {}).get("id") == minion_id:
-        found.append("bastion")
-    node = kos.get("nodes", {}).get(minion_id)
-    if node:
-        found.append(node.get("role"))
-        if kos.get("first_control_plane") == minion_id:
-            found.append("first_control_plane")
-    return found
+    return list(__pillar__.get("kos", {}).get("roles", []))
 
 
 def state_dir():

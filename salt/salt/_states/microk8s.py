@@ -297,6 +297,11 @@ def join_token_published(name, ttl=7200, min_remaining=1800, cidr=None, snap_dat
     return ret
 
 
+def _in_cluster(status):
+    """A worker that joined, or a control plane whose datastore has other members."""
+    return bool(status["worker"]) or len(status["high_availability"]["nodes"]) > 1
+
+
 def cluster_joined(name, source, role="worker", mine_function="kos_join", min_remaining=60):
     """
     Ensure this node is part of the cluster whose first control-plane node is
@@ -319,9 +324,7 @@ def cluster_joined(name, source, role="worker", mine_function="kos_join", min_re
     if role not in ("worker", "control_plane"):
         return _fail(ret, f"role must be worker or control_plane, not {role!r}")
     try:
-        st = __salt__["microk8s.status"]()
-        members = st["high_availability"]["nodes"]
-        if st["worker"] or len(members) > 1:
+        if _in_cluster(__salt__["microk8s.status"]()):
             ret["comment"] = "already part of a cluster"
             return ret
         ret["changes"] = {"cluster": {"old": "standalone", "new": f"joined {source} as {role}"}}
@@ -340,8 +343,7 @@ def cluster_joined(name, source, role="worker", mine_function="kos_join", min_re
                 f"re-apply microk8s.master on {source} to issue a new one",
             )
         out = __salt__["microk8s.join"](info["connection"], worker=(role == "worker"))
-        st = __salt__["microk8s.status"]()
-        if not (st["worker"] or len(st["high_availability"]["nodes"]) > 1):
+        if not _in_cluster(__salt__["microk8s.status"]()):
             ret["result"] = False
             ret["comment"] = f"microk8s join reported success but the node is alone: {out}"
             return ret
