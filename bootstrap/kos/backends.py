@@ -4,7 +4,7 @@ evaluated inputs and answers with the same outputs ``terraform output -json`` gi
 (``bastion_floating_ip``, ``salt_master_private_ip``, ``minions``, ``kubernetes_nodes``,
 ``api_floating_ip``, ``ssh_user``, ``salt_pillar``, ``cluster_name``); converge, status and
 kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenStack project;
-a local rehearsal cloud plugs in as another entry of ``BACKENDS``.
+``local`` rebuilds the same plan on this machine (``kos.local``).
 """
 
 from abc import ABC, abstractmethod
@@ -29,6 +29,10 @@ OUTPUT_KEYS = (
 
 class Backend(ABC):
     name = None
+    # The Kubernetes on this cloud is the test stand-ins (says so in status).
+    simulated = False
+    # The step after which the infrastructure exists (up asks before it, not after).
+    create_step = None
 
     def __init__(self, settings, state):
         self.settings = settings
@@ -53,6 +57,7 @@ class Backend(ABC):
 
 class OpenStackBackend(Backend):
     name = "openstack"
+    create_step = "terraform-apply"
 
     def __init__(self, settings, state):
         super().__init__(settings, state)
@@ -139,7 +144,9 @@ class OpenStackBackend(Backend):
         ui.ok(f"cluster {cluster} destroyed")
 
 
-BACKENDS = {"openstack": OpenStackBackend}
+from .local import LocalBackend  # noqa: E402 - it builds on Backend above
+
+BACKENDS = {"openstack": OpenStackBackend, "local": LocalBackend}
 
 
 def missing_outputs(outputs):

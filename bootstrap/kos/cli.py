@@ -102,6 +102,8 @@ def _settings(**kw):
         outputs_file=kw.get("outputs_file"),
         ssh_port=kw.get("ssh_port", 22),
         wait_minions=kw.get("wait_minions", 900),
+        # up and converge may meet VMs still booting; the reads of a running cluster do not.
+        connect_wait=kw.get("wait_minions", 0),
     )
 
 
@@ -231,9 +233,10 @@ def _print_status(doc):
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(
-        title=f"cluster {doc['cluster']} ({doc['distribution'] or 'unknown distribution'})"
-    )
+    dist = doc["distribution"] or "unknown distribution"
+    if doc.get("simulated"):
+        dist += ", simulated on the local cloud"
+    table = Table(title=f"cluster {doc['cluster']} ({dist})")
     for column in ("minion", "role", "key", "salt", "last highstate", "kubernetes"):
         table.add_column(column)
     for node in doc["nodes"]:

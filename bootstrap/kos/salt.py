@@ -11,10 +11,16 @@ cluster's VMs reach the master's ports (private network; security group open to 
 private CIDR only); kos does not compare key fingerprints out of band.
 """
 
+import base64
+import hashlib
+import io
 import json
 import re
+import shlex
+import tarfile
 import threading
 import time
+from pathlib import Path
 
 from . import ui
 from .errors import ConvergeError
@@ -190,6 +196,29 @@ class SaltMaster:
         res = self.ssh.run(["sh", "-c", script], stdin=text)
         return res.stdout.strip()
 
+    def push_tree(self, source, dest, keep=None):
+        """
+        Make ``dest`` on the master hold exactly the files of ``source`` (the repository's
+        state tree or pillar), plus the files matching ``keep`` already there (the layers
+        a cloud writes, ``_*.sls``). Answers ``unchanged`` when the same tree is there.
+        """
+        blob = tree_tarball(source)
+        digest = hashlib.sha256(blob).hexdigest()
+        d = shlex.quote(dest)
+        prune = f"! -name {shlex.quote(keep)} " if keep else ""
+        script = (
+            f"set -e; d={d}; mkdir -p \"$d\"; "
+            f"if [ \"$(cat \"$d/.kos-tree\" 2>/dev/null)\" = {digest} ]; then "
+            "cat >/dev/null; echo unchanged; exit 0; fi; "
+            "t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; "
+            "base64 -d | tar -x -C \"$t\" --no-same-owner; "
+            f"find \"$d\" -mindepth 1 -maxdepth 1 {prune}-exec rm -rf {{}} +; "
+            "cp -R \"$t/.\" \"$d/\"; chown -R root:root \"$d\"; chmod -R go-w,o-rwx \"$d\"; "
+            f"echo {digest} > \"$d/.kos-tree\"; echo written"
+        )
+        res = self.ssh.run(["sh", "-c", script], stdin=base64.b64encode(blob).decode())
+        return res.stdout.strip()
+
     def sync_all(self, expected):
         ret = self.salt(list(expected), "saltutil.sync_all", timeout=120, wait=900)
         missing = sorted(m for m in expected if m not in ret)
@@ -229,6 +258,23 @@ class SaltMaster:
                 details=[line for line in (res.stdout + res.stderr).strip().splitlines()][-15:],
             )
         return orchestration_failures(steps), steps
+
+
+def tree_tarball(source):
+    """A reproducible tarball of ``source``: same files, same bytes (no times, no owners)."""
+    source = Path(source)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(source.rglob("*")):
+            rel = path.relative_to(source)
+            if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
+                continue
+            info = tarfile.TarInfo(str(rel))
+            data = path.read_bytes()
+            info.size = len(data)
+            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def orchestration_failures(steps):

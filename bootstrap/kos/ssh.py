@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from .cloud import Finding
@@ -74,9 +75,12 @@ def agent_findings(public_keys):
 class Ssh:
     """Commands on the salt master, reached as ``kos-master`` through ``kos-bastion``."""
 
-    def __init__(self, state_dir, bastion, master, user, port=22, connect_timeout=15):
+    def __init__(
+        self, state_dir, bastion, master, user, port=22, connect_timeout=15, connect_wait=0
+    ):
         self.dir = Path(state_dir)
         self.user = user
+        self.connect_wait = connect_wait
         self._master_started = False
         self.config = self.dir / "ssh_config"
         # Unix socket paths are limited to ~104 bytes; a short private dir keeps %C fitting.
@@ -129,6 +133,20 @@ class Ssh:
         if self._master_started:
             return
         self._master_started = True
+        # Freshly created VMs take a while to boot sshd: retry until connect_wait is over.
+        deadline = time.monotonic() + self.connect_wait
+        while True:
+            res, message = self._connect()
+            if res.returncode == 0:
+                return
+            if time.monotonic() > deadline or "Permission denied" in message:
+                raise ConvergeError(
+                    f"cannot reach the salt master over SSH (through the bastion): {message}",
+                    fix=UNREACHABLE_FIX,
+                )
+            time.sleep(3)
+
+    def _connect(self):
         with tempfile.TemporaryFile() as err:
             try:
                 res = subprocess.run(
@@ -155,12 +173,7 @@ class Ssh:
                     "timed out connecting to the salt master through the bastion"
                 ) from exc
             err.seek(0)
-            message = err.read().decode(errors="replace").strip()
-        if res.returncode != 0:
-            raise ConvergeError(
-                f"cannot reach the salt master over SSH (through the bastion): {message}",
-                fix=UNREACHABLE_FIX,
-            )
+            return res, err.read().decode(errors="replace").strip()
 
     def wrap(self, args, sudo=True):
         command = shlex.join([str(a) for a in args])

@@ -59,6 +59,7 @@ class Steps:
         self.state = state
         self.path = state.path / STEPS_FILE
         self.records = self._load()
+        self._started = {}
 
     def _load(self):
         try:
@@ -89,11 +90,14 @@ class Steps:
 
     def begin(self, name, fp):
         self.records[name] = {"status": "running", "fingerprint": fp, "started": _now()}
+        self._started[name] = time.monotonic()
         self._save()
 
     def finish(self, name, detail=None):
         rec = self.records.setdefault(name, {})
         rec.update(status="done", finished=_now())
+        if name in self._started:
+            rec["seconds"] = round(time.monotonic() - self._started.pop(name), 1)
         if detail:
             rec["detail"] = detail
         rec.pop("error", None)
@@ -124,6 +128,8 @@ class Steps:
             return self.get(name).get("detail")
         if not quiet_failure:
             self.begin(name, fp)
+        else:
+            self._started[name] = time.monotonic()
         try:
             with ui.step(title):
                 detail = func()

@@ -21,6 +21,9 @@ from .salt import PILLAR_FILE, SaltMaster, failed_states, report_event
 from .ssh import Ssh
 from .state import StateDir, fingerprint
 
+# The formula and pillar kos pushes to the master: this checkout's.
+REPO = Path(__file__).resolve().parents[2]
+
 
 @dataclass
 class Settings:
@@ -32,7 +35,12 @@ class Settings:
     outputs_file: Path = None
     ssh_port: int = 22
     wait_minions: int = 900
+    # How long SSH keeps trying a bastion or master that is still booting.
+    connect_wait: int = 0
     pillar_file: str = PILLAR_FILE
+    state_tree: str = "/srv/salt"
+    formula_dir: Path = REPO / "salt" / "salt"
+    pillar_dir: Path = REPO / "pillar"
 
 
 class Deployment:
@@ -90,6 +98,7 @@ class Deployment:
             outputs["salt_master_private_ip"],
             outputs["ssh_user"],
             port=self.settings.ssh_port,
+            connect_wait=self.settings.connect_wait,
         )
         try:
             yield SaltMaster(ssh)
@@ -163,6 +172,23 @@ def converge(dep, always=True):
         steps.run(
             "salt-keys", fp, f"accept the keys of {len(expected)} minions", keys, always=always
         )
+        settings = dep.settings
+        pillar_tree = str(Path(settings.pillar_file).parent)
+
+        def trees():
+            return {
+                "states": master.push_tree(settings.formula_dir, settings.state_tree),
+                # Layers a cloud writes (_from_terraform.sls, _cloud.sls) stay.
+                "pillar": master.push_tree(settings.pillar_dir, pillar_tree, keep="_*.sls"),
+            }
+
+        steps.run(
+            "salt-trees",
+            fingerprint(fp, str(settings.formula_dir), str(settings.pillar_dir)),
+            f"push the formula to {settings.state_tree} and the pillar to {pillar_tree}",
+            trees,
+            always=always,
+        )
         steps.run(
             "salt-pillar",
             fp,
@@ -202,12 +228,14 @@ def converge(dep, always=True):
 
 def up(dep, confirm):
     steps = dep.steps
-    if steps.status("terraform-apply") != "done":
+    created = dep.backend.create_step
+    if steps.status(created) != "done":
         confirm(
             f"create cluster {dep.cluster} with {dep.inputs['num_kube_nodes']} Kubernetes nodes"
+            + (" on the local cloud" if dep.backend.name == "local" else "")
         )
     # Once apply has begun, the project's usage includes this cluster: quotas are moot.
-    apply_started = steps.status("terraform-apply") is not None
+    apply_started = steps.status(created) is not None
     steps.run(
         "preflight",
         fingerprint(dep.inputs.fingerprint, dep.settings.cloud, dep.settings.os_cloud),
@@ -291,6 +319,8 @@ def status(dep):
     return {
         "cluster": dep.cluster,
         "distribution": dist_name,
+        # The local cloud runs the test stand-ins, not Kubernetes.
+        "simulated": dep.backend.simulated,
         "api": outputs.get("api_floating_ip"),
         "healthy": healthy,
         "kubernetes_error": k8s_error,
@@ -339,6 +369,9 @@ def drain(dep):
         return {"drained": []}
     if not outputs or missing_outputs(outputs):
         ui.info("no infrastructure outputs: nothing to drain")
+        return {"drained": []}
+    if dep.backend.simulated:
+        ui.info("a simulated cluster runs no workloads: nothing to drain")
         return {"drained": []}
     first = first_control_plane(outputs)
     order = sorted(
