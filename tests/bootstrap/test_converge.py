@@ -170,13 +170,23 @@ def outputs(lab, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def master(salt_factories, lab, pillar_dir):
+def srv(tmp_path_factory):
+    """The master's /srv: kos pushes the formula to salt/ and the repository's pillar
+    (plus _from_terraform.sls) to pillar/; the operator's layers stay in pillar_dir."""
+    d = tmp_path_factory.mktemp("kosbt-srv")
+    for sub in ("salt", "pillar"):
+        (d / sub).mkdir()
+    return d
+
+
+@pytest.fixture(scope="module")
+def master(salt_factories, lab, pillar_dir, srv):
     factory = salt_factories.salt_master_daemon(
         "kosbt-master",
         overrides={
             "interface": lab.gateway,
-            "file_roots": {"base": [str(REPO / "salt" / "salt")]},
-            "pillar_roots": {"base": [str(REPO / "pillar"), str(pillar_dir)]},
+            "file_roots": {"base": [str(srv / "salt")]},
+            "pillar_roots": {"base": [str(srv / "pillar"), str(pillar_dir)]},
             "minion_data_cache": True,
             "timeout": 60,
         },
@@ -188,7 +198,7 @@ def master(salt_factories, lab, pillar_dir):
 
 
 @pytest.fixture(scope="module")
-def ssh_hosts(sshd, lab, master, pillar_dir, ssh_agent, tmp_path_factory):
+def ssh_hosts(sshd, lab, master, srv, ssh_agent, tmp_path_factory):
     d = tmp_path_factory.mktemp("kosbt-sshd")
     bin_dir = Path(sys.executable).parent
     bastion = start_sshd(
@@ -210,7 +220,7 @@ def ssh_hosts(sshd, lab, master, pillar_dir, ssh_agent, tmp_path_factory):
             "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
             "SALT_MASTER_CONFIG": master.config_file,
         },
-        mounts={"/srv/pillar": pillar_dir},
+        mounts={"/srv/pillar": srv / "pillar", "/srv/salt": srv / "salt"},
     )
     yield {"bastion": bastion, "salt": salt_host}
     for host in (bastion, salt_host):
@@ -330,17 +340,34 @@ def test_converge_reports_each_node_and_prints_data_on_stdout(converged):
     assert json.loads(converged.stdout) == {"cluster": "kosbt", "converged": True}
 
 
-def test_terraform_pillar_is_pushed_as_root_0640(converged, pillar_dir, outputs):
-    path = pillar_dir / "_from_terraform.sls"
+def test_terraform_pillar_is_pushed_as_root_0640(converged, srv, outputs):
+    path = srv / "pillar" / "_from_terraform.sls"
     assert path.read_text() == outputs["doc"]["salt_pillar"]
     st = path.stat()
     assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_uid == 0
+
+
+def test_formula_and_pillar_are_pushed_and_cloud_layers_kept(converged, srv, pillar_dir):
+    def files(root):
+        return {
+            str(p.relative_to(root)): p.read_bytes()
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.name != ".kos-tree"
+        }
+
+    assert files(srv / "salt") == files(REPO / "salt" / "salt")
+    pushed = files(srv / "pillar")
+    assert pushed.pop("_from_terraform.sls")
+    assert pushed == files(REPO / "pillar")
+    # the operator's own layers (a second pillar root here) were not touched
+    assert (pillar_dir / "environments" / f"{DOMAIN_SLS}.sls").exists()
 
 
 def test_steps_are_recorded_without_secrets(converged, operator):
     doc = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())
     assert {k: v["status"] for k, v in doc["steps"].items()} == {
         "salt-keys": "done",
+        "salt-trees": "done",
         "salt-pillar": "done",
         "salt-sync": "done",
         "orchestrate": "done",

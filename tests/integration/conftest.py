@@ -90,6 +90,7 @@ class Deployment:
                 "first_control_plane": self.fqdn("k8s-cp-1"),
                 "api": {"floating_ip": "203.0.113.10", "admin_ip": None},
             },
+            "kubernetes": {"distribution": "microk8s"},
             "core": {"users": []},
         }
 

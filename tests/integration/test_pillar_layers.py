@@ -43,7 +43,7 @@ def test_later_layer_wins_and_missing_layers_are_skipped(salt_cli, minions, depl
         assert "_errors" not in data
         assert data["core"]["motd"] == "hostname layer\n"
         assert data["core_override_marker"] is True
-        # environments/defaults.sls says locale C.UTF-8 and distribution microk8s
+        # the Terraform layer's distribution survives environments/defaults.sls
         assert data["kubernetes"]["distribution"] == "microk8s"
         # the environment layer switched every core part but hosts off
         assert data["core"]["manage"]["hosts"] is True and data["core"]["manage"]["sshd"] is False

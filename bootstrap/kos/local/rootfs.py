@@ -20,7 +20,7 @@ from .. import ui
 from ..errors import PreflightError
 
 # Bump when the recipe below changes: a new recipe means a new cached image.
-RECIPE = 1
+RECIPE = 2
 PACKAGES = (
     # a booting systemd host
     "systemd", "systemd-sysv", "dbus", "procps", "kmod", "iproute2", "iputils-ping",
@@ -28,7 +28,7 @@ PACKAGES = (
     # core: sshd, packages
     "openssh-server", "openssh-client", "curl", "jq", "rsync",
     # bastion
-    "iptables", "iptables-persistent", "fail2ban",
+    "iptables", "iptables-persistent", "fail2ban", "python3-systemd",
     # kubeadm: the local load balancer
     "haproxy",
     # what the project's CPython (built elsewhere, bound in) links against
