@@ -6,10 +6,12 @@ STAMP  := $(VENV)/.kos-installed
 
 # Debian packages the tests and the demo use (network namespaces, certificates,
 # the iptables the bastion's states drive, the haproxy in front of kubeadm control
-# planes, sshd for the bastion hop of `kos converge`, rsync for gitlab-ci-local).
-SYSTEM_PACKAGES := iproute2 openssl iptables haproxy openssh-server openssh-client rsync
+# planes, sshd for the bastion hop of `kos converge`, rsync for gitlab-ci-local,
+# systemd-nspawn and debootstrap for the local rehearsal cloud).
+SYSTEM_PACKAGES := iproute2 openssl iptables haproxy openssh-server openssh-client rsync \
+	systemd-container debootstrap
 
-.PHONY: all venv sysdeps test demo clean
+.PHONY: all venv sysdeps test demo demo-down clean
 
 all: venv
 
@@ -34,6 +36,9 @@ test: $(STAMP) sysdeps
 
 demo: $(STAMP) sysdeps
 	$(BIN)/python -m kos.demo
+
+demo-down: $(STAMP)
+	$(BIN)/python -m kos.demo down
 
 clean:
 	rm -rf $(VENV) .pytest_cache

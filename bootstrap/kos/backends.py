@@ -7,10 +7,10 @@ kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenSta
 ``local`` rebuilds the same plan on this machine (``kos.local``).
 """
 
-from abc import ABC, abstractmethod
-
 from . import cloud, ui
+from .backend import Backend
 from .errors import PreflightError
+from .local import LocalBackend
 from .ssh import agent_findings
 from .state import fingerprint
 from .terraform import Terraform
@@ -25,34 +25,6 @@ OUTPUT_KEYS = (
     "salt_pillar",
     "cluster_name",
 )
-
-
-class Backend(ABC):
-    name = None
-    # The Kubernetes on this cloud is the test stand-ins (says so in status).
-    simulated = False
-    # The step after which the infrastructure exists (up asks before it, not after).
-    create_step = None
-
-    def __init__(self, settings, state):
-        self.settings = settings
-        self.state = state
-
-    @abstractmethod
-    def preflight(self, inputs, check_quota=True):
-        """Findings (cloud.Finding) about whether these inputs can be built."""
-
-    @abstractmethod
-    def create(self, inputs, steps):
-        """Build the infrastructure as recorded steps; return the outputs."""
-
-    @abstractmethod
-    def outputs(self):
-        """The outputs of the current infrastructure ({} when there is none)."""
-
-    @abstractmethod
-    def destroy(self, inputs, steps):
-        """Remove everything ``create`` made, and what the cluster left behind."""
 
 
 class OpenStackBackend(Backend):
@@ -143,8 +115,6 @@ class OpenStackBackend(Backend):
         )
         ui.ok(f"cluster {cluster} destroyed")
 
-
-from .local import LocalBackend  # noqa: E402 - it builds on Backend above
 
 BACKENDS = {"openstack": OpenStackBackend, "local": LocalBackend}
 

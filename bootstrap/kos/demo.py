@@ -1,52 +1,110 @@
 """
-`make demo`: converge a cluster with the real Salt formula and print it.
+``make demo``: a cluster on the local rehearsal cloud, the way an operator tries a change.
 
-Until the local rehearsal cloud lands, this runs the multi-minion scenario of the
-test suite: a real salt-master and four real salt-minions (salt master, one
-control plane, two workers), each minion in its own network namespace, converged
-with `salt-run state.orchestrate orch.deploy`. Kubernetes itself is simulated by
-the stand-ins in tests/standins.
+``kos up --cloud local`` with examples/local.tfvars (1 control plane + 2 workers,
+microk8s): systemd-nspawn hosts on this machine in the OpenStack plan's topology,
+converged through the bastion by the real Salt formula. Kubernetes itself is simulated by
+the test stand-ins. The demo then prints the cluster, the time each phase took and how
+to tear it down (``make demo-down``).
+
+The operator's key for this rehearsal is a throwaway one in .kos/demo-operator/, held by
+an ssh-agent that stays up with the cluster (kos reads keys only from an agent).
 """
 
 import json
 import os
+import signal
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIO = "tests/integration/test_deploy.py"
-STEPS = "every_step or workers_joined or hosts_come or second_run"
+VARS = REPO / "examples" / "local.tfvars"
+OPERATOR = Path(".kos") / "demo-operator"
+CLUSTER = "demo"
 
 
-def main():
+def _agent():
+    """The demo's ssh-agent socket, started (with the demo key) when not running."""
+    OPERATOR.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key, sock, pidfile = OPERATOR / "id_ed25519", OPERATOR / "agent.sock", OPERATOR / "agent.pid"
+    if not key.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kos-demo@local",
+                        "-f", str(key)], check=True)
+    env = dict(os.environ, SSH_AUTH_SOCK=str(sock.resolve()))
+    if subprocess.run(["ssh-add", "-l"], env=env, capture_output=True).returncode == 2:
+        sock.unlink(missing_ok=True)
+        out = subprocess.run(["ssh-agent", "-a", str(sock.resolve())], capture_output=True,
+                             text=True, check=True).stdout
+        pidfile.write_text(out.split("SSH_AGENT_PID=")[1].split(";")[0] + "\n")
+        subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True)
+    keys = OPERATOR / "keys.tfvars.json"
+    keys.write_text(json.dumps({"ssh_public_keys": [(OPERATOR / "id_ed25519.pub").read_text().strip()]}))
+    return env, keys
+
+
+def _kos(env, *args, capture=False):
+    cmd = [sys.executable, "-m", "kos", *args]
+    if capture:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True)
+    return subprocess.run(cmd, env=env)
+
+
+def _phases():
+    doc = json.loads((Path(".kos") / CLUSTER / "steps.json").read_text())
+    return [(name, rec.get("seconds")) for name, rec in doc["steps"].items() if rec.get("status") == "done"]
+
+
+def up():
+    env, keys = _agent()
+    args = ["--cloud", "local", "--var-file", str(VARS), "--var-file", str(keys)]
+    print("kos demo: kos up --cloud local (1 control plane + 2 workers, microk8s, simulated)",
+          file=sys.stderr)
+    started = time.monotonic()
+    res = _kos(env, "up", *args, "--yes")
+    total = time.monotonic() - started
+    if res.returncode != 0:
+        print(f"kos demo: kos up failed (exit {res.returncode}); see above. Tear down with "
+              "`make demo-down`.", file=sys.stderr)
+        return res.returncode
+    status = _kos(env, "status", *args)
+    print()
+    print("Time per phase:")
+    for name, seconds in _phases():
+        print(f"  {name:<16} {seconds if seconds is not None else '-':>7}s")
+    print(f"  {'total':<16} {total:>7.1f}s")
+    print()
+    print("Try it:")
+    print(f"  export SSH_AUTH_SOCK={env['SSH_AUTH_SOCK']}")
+    print(f"  {sys.executable} -m kos status --cloud local --var-file {VARS} --var-file {keys}")
+    print("  (ssh to the bastion: ssh kos@10.240.0.10; the master: ssh -J kos@10.240.0.10 kos@salt...)")
+    print("Tear it down (namespaces, bridges, hosts, mounts, the demo's agent):")
+    print("  make demo-down")
+    return status.returncode
+
+
+def down():
+    env, keys = _agent()
+    args = ["--cloud", "local", "--var-file", str(VARS), "--var-file", str(keys)]
+    res = _kos(env, "down", *args, "--yes")
+    pidfile = OPERATOR / "agent.pid"
+    if pidfile.exists():
+        try:
+            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+        except (ProcessLookupError, ValueError):
+            pass
+        pidfile.unlink()
+    (OPERATOR / "agent.sock").unlink(missing_ok=True)
+    return res.returncode
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     if os.geteuid() != 0:
-        print("kos demo: needs root (it creates network namespaces)", file=sys.stderr)
+        print("kos demo: needs root (namespaces, mounts, systemd-nspawn)", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="kos-demo-") as tmp:
-        report = Path(tmp) / "report.json"
-        env = dict(os.environ, KOS_DEMO_REPORT=str(report))
-        print("kos demo: converging 1 control plane + 2 workers (microk8s, simulated) with orch.deploy ...",
-              file=sys.stderr)
-        rc = subprocess.call(
-            [sys.executable, "-m", "pytest", SCENARIO, "-q", "-p", "no:logging", "-k", STEPS],
-            cwd=REPO, env=env,
-        )
-        if rc != 0 or not report.exists():
-            print("kos demo: the scenario failed (see above)", file=sys.stderr)
-            return rc or 1
-        data = json.loads(report.read_text())
-    print()
-    print("Converged cluster (microk8s, simulated: stand-ins, not a real Kubernetes)")
-    print(f"{'NODE':<16}{'ROLE':<16}{'IP':<16}READY")
-    for name, node in sorted(data["nodes"].items()):
-        print(f"{name:<16}{node['role']:<16}{node['ip']:<16}{node['ready']}")
-    print()
-    print(f"orch.deploy took {data['orchestration_seconds']}s; second run changed "
-          f"{data.get('second_run_changes', '?')} states.")
-    print("Everything the demo created (namespaces, bridge, daemons) is already removed.")
-    return 0
+    return down() if argv[:1] == ["down"] else up()
 
 
 if __name__ == "__main__":

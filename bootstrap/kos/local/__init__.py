@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from .. import ui
-from ..backends import Backend
+from ..backend import Backend
 from ..cloud import Finding
 from ..errors import InputError, KosError
 from ..ssh import agent_findings
@@ -37,9 +37,11 @@ JOIN_SECONDS_ENV = "KOS_LOCAL_JOIN_SECONDS"
 HOSTNAME_RE = r"(net|bastion|salt|k8s-cp-[0-9]+|k8s-worker-[0-9]+)"
 
 # What these hosts cannot do: no package repository (the image has what the states
-# install), no kubelet or containerd to run, no kernel of their own.
+# install), no kubelet or containerd to run, no kernel of their own, and no OpenStack
+# API for a cloud-controller-manager to talk to.
 CLOUD_LAYER = {
     "kubeadm": {
+        "ccm": {"enabled": False},
         "manage": {
             "packages": False,
             "services": False,

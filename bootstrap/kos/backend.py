@@ -1,0 +1,31 @@
+"""The interface every cloud backend implements (see ``kos.backends``)."""
+
+from abc import ABC, abstractmethod
+
+
+class Backend(ABC):
+    name = None
+    # The Kubernetes on this cloud is the test stand-ins (says so in status).
+    simulated = False
+    # The step after which the infrastructure exists (up asks before it, not after).
+    create_step = None
+
+    def __init__(self, settings, state):
+        self.settings = settings
+        self.state = state
+
+    @abstractmethod
+    def preflight(self, inputs, check_quota=True):
+        """Findings (cloud.Finding) about whether these inputs can be built."""
+
+    @abstractmethod
+    def create(self, inputs, steps):
+        """Build the infrastructure as recorded steps; return the outputs."""
+
+    @abstractmethod
+    def outputs(self):
+        """The outputs of the current infrastructure ({} when there is none)."""
+
+    @abstractmethod
+    def destroy(self, inputs, steps):
+        """Remove everything ``create`` made, and what the cluster left behind."""
