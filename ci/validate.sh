@@ -9,7 +9,7 @@ lint=$(lint_venv)
 python=$(kos_python)
 
 echo "--- ruff"
-"$lint/bin/ruff" check --config ci/ruff.toml --no-cache bootstrap salt tests
+"$lint/bin/ruff" check --config ci/ruff.toml --no-cache bootstrap salt tests bench
 
 echo "--- salt-lint"
 find salt pillar -name '*.sls' -print0 | xargs -0 "$lint/bin/salt-lint" -c ci/salt-lint.yml

@@ -127,11 +127,12 @@ class LocalBackend(Backend):
             findings.append(Finding("local networks", True, "public and private CIDRs are free here"))
         need = HOST_MEMORY_MB * len(specs)
         avail = _mem_available_mb()
-        findings.append(
-            Finding("local memory", avail is None or avail > need,
-                    f"{len(specs)} hosts need about {need} MiB; {avail} MiB available",
-                    "lower num_kube_nodes, or free memory")
-        )
+        if specs:
+            findings.append(
+                Finding("local memory", avail is None or avail > need,
+                        f"{len(specs)} hosts need about {need} MiB; {avail} MiB available",
+                        "lower num_kube_nodes, or free memory")
+            )
         findings += agent_findings(values["ssh_public_keys"])
         return findings
 
@@ -221,7 +222,7 @@ class LocalBackend(Backend):
         def teardown():
             machines = hosts_mod.nspawns(self._pattern(cluster))
             hosts_mod.stop(machines)
-            mounts = hosts_mod.unmount_all(self.dir)
+            mounts = hosts_mod.unmount_all(self.dir, self._pattern(cluster))
             removed = net.remove(cluster)
             hosts_mod.remove_disks(self.dir)
             # New hosts get new host keys on the same addresses.

@@ -306,13 +306,21 @@ def _running(pid):
     return state != "Z"
 
 
-def unmount_all(root):
-    """Every mount at or below ``root`` (the hosts' overlays), deepest first."""
+def unmount_all(root, source_pattern=None):
+    """
+    Every mount at or below ``root`` (the hosts' overlays), and every overlay whose source
+    matches ``source_pattern`` wherever it is (a state directory moved or deleted by hand),
+    deepest first.
+    """
     root = str(Path(root).resolve())
     mounts = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ")
+        fields = line.split()
+        point = fields[4].replace("\\040", " ")
+        fstype, source = (fields[fields.index("-") + 1 : fields.index("-") + 3] + ["", ""])[:2]
         if point == root or point.startswith(root + "/"):
+            mounts.append(point)
+        elif source_pattern and fstype == "overlay" and re.fullmatch(source_pattern, source):
             mounts.append(point)
     for point in sorted(set(mounts), key=len, reverse=True):
         res = subprocess.run(["umount", point], capture_output=True, text=True)
