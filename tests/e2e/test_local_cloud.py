@@ -20,6 +20,8 @@ pytestmark = pytest.mark.netns
 def test_up_converges_every_node(cluster):
     assert cluster.up.returncode == 0, cluster.up.stderr[-3000:]
     assert "simulated" in cluster.up.stderr
+    # data on stdout and nothing else (progress goes to stderr)
+    assert json.loads(cluster.up.stdout)["bastion"] == cluster.outputs()["bastion_floating_ip"]
     status = cluster.kos("status", *cluster.args, "--json", timeout=300)
     assert status.returncode == 0, status.stderr[-2000:]
     doc = json.loads(status.stdout)

@@ -103,7 +103,7 @@ class Host:
             f"127.0.0.1 localhost\n127.0.1.1 {self.fqdn} {h}\n"
             + "".join(f"{ip} {name}.{self.domain} {name}\n" for name, ip in hosts.items()),
         )
-        subprocess.run(["ssh-keygen", "-q", "-A", "-f", str(self.merged)], check=True)
+        subprocess.run(["ssh-keygen", "-q", "-A", "-f", str(self.merged)], check=True, capture_output=True)
         self.write("/etc/machine-id", os.urandom(16).hex() + "\n", 0o444)
         # The deploy user, as cloud-init creates it: keys only, passwordless sudo.
         if user not in self.chroot("getent", "passwd").split(":"):
