@@ -144,7 +144,7 @@ class Bench:
         row = {"workers": workers}
         small, bigger = self.var_file(workers, public_key), self.var_file(workers + 1, public_key)
         self.kos("down", "--cloud", "local", "--var-file", small, "--yes")
-        up = self.kos("up", "--cloud", "local", "--var-file", small, "--yes", "--wait-minions", 1800)
+        self.kos("up", "--cloud", "local", "--var-file", small, "--yes", "--wait-minions", 1800)
         row["keys_seconds"] = self.steps().get("salt-keys")
         row["converge_seconds"] = self.converge_seconds()
         again = self.kos("converge", "--cloud", "local", "--var-file", small)
@@ -156,7 +156,6 @@ class Bench:
         seconds, passes, clean = self.baseline(small)
         row["batch1_seconds"], row["batch1_passes"], row["batch1_clean"] = seconds, passes, clean
         self.kos("down", "--cloud", "local", "--var-file", small, "--yes")
-        del up
         return row
 
 
@@ -179,7 +178,7 @@ def main():
     ap.add_argument("--workers", type=int, nargs="+", default=[5, 10, 25, 50])
     ap.add_argument("--join-seconds", type=float, default=2.0,
                     help="simulated duration of every join and init (default 2)")
-    ap.add_argument("--json", default="bench/converge-results.json", help="where to write the figures")
+    ap.add_argument("--json", default=str(REPO / "bench" / "results" / "converge.json"), help="where to write the figures")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench/converge.py needs root (the local cloud does)", file=sys.stderr)
@@ -207,6 +206,7 @@ def main():
         "machine": {"cpus": os.cpu_count(), "peak_memory_used_mib": memory.peak},
         "runs": rows,
     }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(f"Converge on the local cloud, 1 control plane, microk8s simulated; every join takes "
           f"{args.join_seconds:g} s (simulated). Seconds from minions connected.")
@@ -216,8 +216,8 @@ def main():
         print(f"{r['workers']:>7} {r['converge_seconds']:>9} {r['second_run_seconds']:>8} "
               f"{r['second_run_changes']:>7} {r['add_one_seconds']:>8} {r['batch1_seconds']:>8} "
               f"{r['batch1_passes']:>6}{'' if r['batch1_clean'] else ' (not clean)'}")
-    print(f"peak memory used on this machine: {memory.peak} MiB of "
-          f"{MemoryPeak.used_mib() and int(Path('/proc/meminfo').read_text().split()[1]) // 1024} MiB; "
+    total = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
+    print(f"peak memory used on this machine: {memory.peak} MiB of {total} MiB; "
           f"figures in {args.json}")
     return 0
 
