@@ -6,6 +6,7 @@ exactly what ``kos.local.plan`` computes.
 """
 
 import json
+import shutil
 
 import yaml
 
@@ -66,8 +67,11 @@ def test_local_plan_matches_terraform(tf, terraform_workdir, tmp_path):
         )
         + "}\n"
     )
-    result = tf.test(json=True, test_directory="kos-local")
-    events = result.value
+    try:
+        events = tf.test(json=True, test_directory="kos-local").value
+    finally:
+        # the working copy is shared: terraform fmt -check runs on it later
+        shutil.rmtree(directory)
     failures = [
         " ".join(e["diagnostic"].get("detail", e["diagnostic"].get("summary", "")).split())[:1500]
         for e in events
