@@ -159,6 +159,18 @@ class Bench:
         return row
 
 
+def write_json(args, rows, peak):
+    result = {
+        "simulated_join_seconds": args.join_seconds,
+        "control_planes": 1,
+        "distribution": "microk8s (simulated)",
+        "machine": {"cpus": os.cpu_count(), "peak_memory_used_mib": peak},
+        "runs": rows,
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
 def agent(work):
     key = work / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -195,19 +207,13 @@ def main():
                 print(f"bench: {n} workers ...", file=sys.stderr, flush=True)
                 rows.append(bench.one(n, public_key))
                 print(f"bench: {n} workers: {rows[-1]}", file=sys.stderr, flush=True)
+                # after every size, so a long run that is stopped keeps what it measured
+                write_json(args, rows, memory.peak)
         finally:
             proc.terminate()
     memory.stop.set()
     memory.join()
-    result = {
-        "simulated_join_seconds": args.join_seconds,
-        "control_planes": 1,
-        "distribution": "microk8s (simulated)",
-        "machine": {"cpus": os.cpu_count(), "peak_memory_used_mib": memory.peak},
-        "runs": rows,
-    }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args, rows, memory.peak)
     print(f"Converge on the local cloud, 1 control plane, microk8s simulated; every join takes "
           f"{args.join_seconds:g} s (simulated). Seconds from minions connected.")
     head = f"{'workers':>7} {'converge':>9} {'2nd run':>8} {'changes':>7} {'add one':>8} {'batch-1':>8} {'passes':>6}"
