@@ -53,7 +53,10 @@ def _kos(env, *args, capture=False):
 
 def _phases():
     doc = json.loads((Path(".kos") / CLUSTER / "steps.json").read_text())
-    return [(name, rec.get("seconds")) for name, rec in doc["steps"].items() if rec.get("status") == "done"]
+    done = [(rec.get("started", ""), name, rec.get("seconds")) for name, rec in doc["steps"].items()
+            if rec.get("status") == "done"]
+    # in the order they ran (started is an ISO time; ties keep the recorded order)
+    return [(name, seconds) for _, name, seconds in sorted(done, key=lambda d: d[0])]
 
 
 def up():
@@ -78,7 +81,8 @@ def up():
     print("Try it:")
     print(f"  export SSH_AUTH_SOCK={env['SSH_AUTH_SOCK']}")
     print(f"  {sys.executable} -m kos status --cloud local --var-file {VARS} --var-file {keys}")
-    print("  (ssh to the bastion: ssh kos@10.240.0.10; the master: ssh -J kos@10.240.0.10 kos@salt...)")
+    print("  ssh kos@10.240.0.10                         # the bastion")
+    print("  ssh -J kos@10.240.0.10 kos@10.241.0.10      # the salt master (sudo salt '*' test.ping)")
     print("Tear it down (namespaces, bridges, hosts, mounts, the demo's agent):")
     print("  make demo-down")
     return status.returncode
