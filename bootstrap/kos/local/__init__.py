@@ -13,7 +13,6 @@ and everything kos reports about such a cluster says "simulated".
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -34,7 +33,6 @@ INOTIFY_INSTANCES = 8192
 # Roughly what one booted host costs (systemd, sshd, a salt-minion): for the preflight.
 HOST_MEMORY_MB = 160
 JOIN_SECONDS_ENV = "KOS_LOCAL_JOIN_SECONDS"
-HOSTNAME_RE = r"(net|bastion|salt|k8s-cp-[0-9]+|k8s-worker-[0-9]+)"
 
 # What these hosts cannot do: no package repository (the image has what the states
 # install), no kubelet or containerd to run, no kernel of their own, and no OpenStack
@@ -83,7 +81,7 @@ class LocalBackend(Backend):
         ]
 
     def _pattern(self, cluster):
-        return rf"kos-{re.escape(cluster)}-{HOSTNAME_RE}"
+        return net.cluster_pattern(cluster)
 
     # -- Backend -------------------------------------------------------------------
 

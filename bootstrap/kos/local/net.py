@@ -15,9 +15,19 @@ Everything is found again by name, so ``kos down`` removes it without any record
 
 import hashlib
 import ipaddress
+import re
 import subprocess
 
 from ..errors import CleanupError, ConvergeError
+
+
+# Every name kos gives a namespace after kos-<cluster>-: exact, so cluster "kos" never
+# matches the namespaces of a cluster "kos-a".
+HOSTNAME_RE = r"(net|bastion|salt|k8s-cp-[0-9]+|k8s-worker-[0-9]+)"
+
+
+def cluster_pattern(cluster):
+    return rf"kos-{re.escape(cluster)}-{HOSTNAME_RE}"
 
 
 def ip(*args, check=True):
@@ -129,14 +139,18 @@ def attach_host(cluster, index, spec, private_cidr, public_cidr, gateway):
 def remove(cluster):
     """Every namespace and link of this cluster, by name. Returns what it removed."""
     removed = []
-    for ns in namespaces(f"kos-{cluster}-"):
+
+    def mine():
+        return [n for n in namespaces(f"kos-{cluster}-") if re.fullmatch(cluster_pattern(cluster), n)]
+
+    for ns in mine():
         ip("netns", "del", ns, check=False)
         removed.append(f"netns {ns}")
     name = uplink(cluster)
     for link in links(name):
         ip("link", "del", link, check=False)
         removed.append(f"link {link}")
-    left = namespaces(f"kos-{cluster}-") + links(name)
+    left = mine() + links(name)
     if left:
         raise CleanupError(f"could not remove {', '.join(left)}", fix="ip netns del / ip link del them")
     return removed
