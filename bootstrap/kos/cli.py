@@ -88,6 +88,16 @@ def outputs_option(func):
     )(func)
 
 
+def wait_minions_option(func):
+    return click.option(
+        "--wait-minions",
+        type=click.IntRange(0),
+        default=900,
+        show_default=True,
+        help="Seconds to wait for the minions' keys.",
+    )(func)
+
+
 def yes_option(func):
     return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (CI).")(func)
 
@@ -175,13 +185,7 @@ def plan(out_dir, **kw):
 @cli.command()
 @common_options
 @yes_option
-@click.option(
-    "--wait-minions",
-    type=click.IntRange(0),
-    default=900,
-    show_default=True,
-    help="Seconds to wait for the minions' keys.",
-)
+@wait_minions_option
 def up(yes, **kw):
     """Preflight, terraform apply, converge; re-running resumes where it stopped."""
     dep = workflow.Deployment(_settings(**kw))
@@ -199,13 +203,7 @@ def up(yes, **kw):
 @cli.command()
 @common_options
 @outputs_option
-@click.option(
-    "--wait-minions",
-    type=click.IntRange(0),
-    default=900,
-    show_default=True,
-    help="Seconds to wait for the minions' keys.",
-)
+@wait_minions_option
 def converge(**kw):
     """Accept the expected minions' keys, push pillar, sync, run orch.deploy."""
     dep = workflow.Deployment(_settings(**kw), need_inputs=False)

@@ -153,6 +153,17 @@ def preflight(dep, check_quota=True, report=None):
     return {"checks": len(findings)}
 
 
+def push_trees(master, settings):
+    """This checkout's formula and pillar to the master."""
+    return {
+        "states": master.push_tree(settings.formula_dir, settings.state_tree),
+        # Layers a cloud writes (_from_terraform.sls, _cloud.sls) stay.
+        "pillar": master.push_tree(
+            settings.pillar_dir, str(Path(settings.pillar_file).parent), keep="_*.sls"
+        ),
+    }
+
+
 def converge(dep, always=True):
     """Keys, pillar, sync, orchestration; every step recorded, and re-run by kos converge."""
     outputs = dep.require_outputs()
@@ -173,20 +184,12 @@ def converge(dep, always=True):
             "salt-keys", fp, f"accept the keys of {len(expected)} minions", keys, always=always
         )
         settings = dep.settings
-        pillar_tree = str(Path(settings.pillar_file).parent)
-
-        def trees():
-            return {
-                "states": master.push_tree(settings.formula_dir, settings.state_tree),
-                # Layers a cloud writes (_from_terraform.sls, _cloud.sls) stay.
-                "pillar": master.push_tree(settings.pillar_dir, pillar_tree, keep="_*.sls"),
-            }
-
         steps.run(
             "salt-trees",
             fingerprint(fp, str(settings.formula_dir), str(settings.pillar_dir)),
-            f"push the formula to {settings.state_tree} and the pillar to {pillar_tree}",
-            trees,
+            f"push the formula to {settings.state_tree} and the pillar to "
+            f"{Path(settings.pillar_file).parent}",
+            lambda: push_trees(master, settings),
             always=always,
         )
         steps.run(

@@ -52,7 +52,6 @@ class Host:
         self.dir = Path(root) / spec.hostname
         self.upper, self.work, self.merged = (self.dir / d for d in ("upper", "work", "merged"))
         self.name = machine_name(cluster, spec.hostname)
-        self.pidfile = self.dir / "nspawn.pid"
         self.console = self.dir / "console.log"
 
     @property
@@ -147,17 +146,11 @@ class Host:
     # -- power -----------------------------------------------------------------------
 
     def nspawn_pid(self):
-        return _find_nspawn(self.name)
+        return nspawns(re.escape(self.name)).get(self.name)
 
     def pid1(self):
         pid = self.nspawn_pid()
-        if not pid:
-            return None
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            return None
-        return int(children[0]) if children else None
+        return _container_init(pid) if pid else None
 
     def start(self, netns):
         if self.nspawn_pid():
@@ -174,11 +167,11 @@ class Host:
             *[f"--bind-ro={p}" for p in bound_paths()],
         ]
         with open(self.console, "ab") as log:
-            proc = subprocess.Popen(
+            # Not waited for: found again by its --machine name, from any later kos run.
+            subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.pidfile.write_text(f"{proc.pid}\n")
         return True
 
     def run(self, *args, timeout=60, check=True):
@@ -236,14 +229,13 @@ def _cmdline(pid):
         return []
 
 
-def _find_nspawn(machine):
-    want = f"--machine={machine}".encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            argv = _cmdline(entry.name)
-            if argv and argv[0].endswith(b"systemd-nspawn") and want in argv:
-                return int(entry.name)
-    return None
+def _container_init(nspawn_pid):
+    """The host's PID 1: the one child of its systemd-nspawn."""
+    try:
+        children = Path(f"/proc/{nspawn_pid}/task/{nspawn_pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
 
 
 def nspawns(pattern):
@@ -270,11 +262,7 @@ def stop(machines, timeout=30):
     """
     pid1s = {}
     for name, pid in machines.items():
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            pid1s[name] = int(children[0]) if children else None
-        except OSError:
-            pid1s[name] = None
+        pid1s[name] = _container_init(pid)
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
