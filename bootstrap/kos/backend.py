@@ -29,3 +29,8 @@ class Backend(ABC):
     @abstractmethod
     def destroy(self, inputs, steps):
         """Remove everything ``create`` made, and what the cluster left behind."""
+
+    def pillar_layers(self):
+        """``{file name: text}`` of pillar layers this cloud writes beside the Terraform one
+        (``_*.sls``, kept by every push of the repository's pillar)."""
+        return {}

@@ -9,7 +9,7 @@ kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenSta
 
 from . import cloud, ui
 from .backend import Backend
-from .errors import PreflightError
+from .errors import InputError, PreflightError
 from .local import LocalBackend
 from .ssh import agent_findings
 from .state import fingerprint
@@ -72,7 +72,16 @@ class OpenStackBackend(Backend):
             self.terraform.init,
             always=not self.terraform.initialized,
         )
-        steps.run("terraform-apply", fp, "terraform apply", self.terraform.apply)
+        replace = [instance_address(inputs, h) for h in self.settings.replace]
+        title = "terraform apply" + "".join(f" -replace={a}" for a in replace)
+        # A replacement is an action, not a state: it runs whenever it is asked for.
+        steps.run("terraform-apply", fp, title, lambda: self.terraform.apply(replace),
+                  always=bool(replace))
+        steps.run(
+            "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
+            lambda: cloud.wait_first_boot(self.conn, inputs.cluster_name),
+            always=bool(replace),
+        )
         return self.outputs()
 
     def plan(self, inputs, plan_file):
@@ -117,6 +126,22 @@ class OpenStackBackend(Backend):
 
 
 BACKENDS = {"openstack": OpenStackBackend, "local": LocalBackend}
+
+
+def instance_address(inputs, hostname):
+    """The Terraform address of a host's server (for ``-replace``)."""
+    cps, n = inputs["num_control_plane"], inputs["num_kube_nodes"]
+    nodes = [f"k8s-cp-{i + 1}" for i in range(cps)] + [f"k8s-worker-{i + 1}" for i in range(n - cps)]
+    if hostname == "bastion":
+        return "module.bastion.openstack_compute_instance_v2.this"
+    if hostname == "salt":
+        return "module.salt_master.openstack_compute_instance_v2.this"
+    if hostname in nodes:
+        return f'module.nodes.openstack_compute_instance_v2.this["{hostname}"]'
+    raise InputError(
+        f"--replace {hostname}: the cluster has no such server",
+        fix=f"name one of: bastion, salt, {', '.join(nodes)}",
+    )
 
 
 def missing_outputs(outputs):

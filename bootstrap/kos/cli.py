@@ -114,6 +114,7 @@ def _settings(**kw):
         wait_minions=kw.get("wait_minions", 900),
         # up and converge may meet VMs still booting; the reads of a running cluster do not.
         connect_wait=kw.get("wait_minions", 0),
+        replace=tuple(kw.get("replace") or ()),
     )
 
 
@@ -186,6 +187,14 @@ def plan(out_dir, **kw):
 @common_options
 @yes_option
 @wait_minions_option
+@click.option(
+    "--replace",
+    "replace",
+    multiple=True,
+    metavar="HOSTNAME",
+    help="Rebuild this server (bastion, salt, k8s-cp-1, ...): terraform apply -replace. "
+    "Its addresses and volume stay; repeatable.",
+)
 def up(yes, **kw):
     """Preflight, terraform apply, converge; re-running resumes where it stopped."""
     dep = workflow.Deployment(_settings(**kw))

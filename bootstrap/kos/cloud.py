@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from . import ui
-from .errors import CleanupError, PreflightError
+from .errors import CleanupError, ConvergeError, PreflightError
 
 CSI_CLUSTER_KEY = "cinder.csi.openstack.org/cluster"
 FIP_DESCRIPTION = "Floating IP for Kubernetes external service "
@@ -380,7 +380,8 @@ def cleanup_before_destroy(conn, cluster, timeout=600):
         ui.detail(f"deleting load balancer {lb.name}")
         _delete_load_balancer(conn, lb, timeout)
         done["load_balancers"].append(lb.name)
-    for ip in left.floating_ips:
+    # Only the CCM's: the tagged ones are Terraform's own until its destroy has run.
+    for ip in [ip for ip in left.floating_ips if _ccm_fip(ip, cluster)]:
         ui.detail(f"releasing floating IP {ip.floating_ip_address} ({ip.description})")
         conn.network.delete_ip(ip, ignore_missing=True)
         done["floating_ips"].append(ip.floating_ip_address)
@@ -440,3 +441,68 @@ def cleanup_after_destroy(conn, cluster, timeout=300):
             fix="delete them by hand (they carry the tag " + tag + ") or re-run kos down",
         )
     return done
+
+
+# -- first boot --------------------------------------------------------------------------
+
+FIRSTBOOT_DONE = "kos: first boot done on {fqdn}"
+CLOUD_INIT_DONE = "kos: cloud-init finished on {fqdn}"
+
+
+def cluster_servers(conn, cluster):
+    return [
+        s for s in conn.compute.servers(details=True)
+        if (s.metadata or {}).get("kos_cluster") == cluster
+    ]
+
+
+def wait_first_boot(conn, cluster, timeout=1200, interval=3.0):
+    """
+    Until every server of the cluster has run its first boot, read from the console as an
+    operator would (``openstack console log show``): the boot script's last line means done;
+    cloud-init's final message without it means the script failed. A cloud whose consoles
+    cannot be read is not waited for (the minions' keys are, later).
+    """
+    from openstack import exceptions
+
+    pending = {s.id: s for s in cluster_servers(conn, cluster)}
+    done, blind = [], []
+    deadline = time.monotonic() + timeout
+    while pending:
+        for sid, server in list(pending.items()):
+            fqdn = server.metadata.get("kos_minion_id") or server.name
+            current = conn.compute.get_server(sid)
+            if current.status == "ERROR":
+                fault = (current.fault or {}).get("message", "no fault recorded")
+                raise ConvergeError(
+                    f"server {server.name} went to ERROR: {fault}",
+                    fix="fix the cause, then re-run kos up (Terraform replaces the server)",
+                )
+            if current.status != "ACTIVE":
+                continue
+            try:
+                text = conn.compute.get_server_console_output(sid, length=400).get("output") or ""
+            except (exceptions.HttpException, exceptions.SDKException):
+                blind.append(server.name)
+                del pending[sid]
+                continue
+            if FIRSTBOOT_DONE.format(fqdn=fqdn) in text:
+                done.append(server.name)
+                del pending[sid]
+            elif CLOUD_INIT_DONE.format(fqdn=fqdn) in text:
+                raise ConvergeError(
+                    f"the first boot of {server.name} failed (cloud-init finished without it)",
+                    fix=f"read its console: openstack console log show {sid}",
+                    details=text.strip().splitlines()[-15:],
+                )
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(sorted(s.name for s in pending.values()))
+            raise ConvergeError(
+                f"first boot not finished after {timeout}s on: {names}",
+                fix="read their consoles (openstack console log show <server>); re-run kos up",
+            )
+        if pending:
+            time.sleep(interval)
+    if blind:
+        ui.warn(f"consoles not readable, first boot not checked: {', '.join(sorted(blind))}")
+    return {"booted": sorted(done), "unchecked": sorted(blind)}

@@ -2,9 +2,9 @@
 ``make demo``: a cluster on the local rehearsal cloud, the way an operator tries a change.
 
 ``kos up --cloud local`` with examples/local.tfvars (1 control plane + 2 workers,
-microk8s): systemd-nspawn hosts on this machine in the OpenStack plan's topology,
-converged through the bastion by the real Salt formula. Kubernetes itself is simulated by
-the test stand-ins. The demo then prints the cluster, the time each phase took and how
+microk8s): a real OpenStack on this machine, the repository's Terraform applied to it,
+every server a systemd-nspawn host booted by cloud-init, converged through the bastion's
+floating IP by the real Salt formula. Kubernetes itself is simulated by the test stand-ins. The demo then prints the cluster, the time each phase took and how
 to tear it down (``make demo-down``).
 
 The operator's key for this rehearsal is a throwaway one in .kos/demo-operator/, held by
@@ -65,8 +65,14 @@ def up():
     print("kos demo: kos up --cloud local (1 control plane + 2 workers, microk8s, simulated)",
           file=sys.stderr)
     started = time.monotonic()
-    res = _kos(env, "up", *args, "--yes")
+    # progress on the terminal, the data (addresses) for the summary
+    res = subprocess.run([sys.executable, "-m", "kos", "up", *args, "--yes"], env=env,
+                         stdout=subprocess.PIPE, text=True)
     total = time.monotonic() - started
+    try:
+        outputs = json.loads(res.stdout)
+    except ValueError:
+        outputs = {}
     if res.returncode != 0:
         print(f"kos demo: kos up failed (exit {res.returncode}); see above. Tear down with "
               "`make demo-down`.", file=sys.stderr)
@@ -81,9 +87,11 @@ def up():
     print("Try it:")
     print(f"  export SSH_AUTH_SOCK={env['SSH_AUTH_SOCK']}")
     print(f"  {sys.executable} -m kos status --cloud local --var-file {VARS} --var-file {keys}")
-    print("  ssh kos@10.240.0.10                         # the bastion")
-    print("  ssh -J kos@10.240.0.10 kos@10.241.0.10      # the salt master (sudo salt '*' test.ping)")
-    print("Tear it down (namespaces, bridges, hosts, mounts, the demo's agent):")
+    bastion = outputs.get("bastion", "<bastion floating IP>")
+    print(f"  ssh kos@{bastion}                       # the bastion")
+    print(f"  ssh -J kos@{bastion} kos@10.241.0.10    # the salt master (sudo salt '*' test.ping)")
+    print(f"  OS_CLOUD=kos-local-{CLUSTER} openstack server list   # the rehearsal cloud's API")
+    print("Tear it down (the servers, the cloud, namespaces, mounts, the demo's agent):")
     print("  make demo-down")
     return status.returncode
 

@@ -183,6 +183,21 @@ class SaltMaster:
             ui.detail(f"waiting for answers from: {', '.join(silent)}")
             time.sleep(interval)
 
+    def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
+        """Until the salt_master formula's deferred restart has fired and the master is up."""
+        script = (
+            f"for i in $(seq {timeout}); do "
+            f"systemctl is-active -q {unit}.timer || break; sleep 1; done; "
+            f"for i in $(seq {timeout}); do "
+            "systemctl is-active -q salt-master && exit 0; sleep 1; done; exit 1"
+        )
+        res = self.ssh.run(["sh", "-c", script], timeout=2 * timeout + 30, check=False)
+        if res.returncode != 0:
+            raise ConvergeError(
+                f"the salt master did not come back within {timeout}s of its restart",
+                fix="check salt-master on the master (journalctl -u salt-master)",
+            )
+
     # -- pillar, sync, orchestration ------------------------------------------------
 
     def push_pillar(self, text, path=PILLAR_FILE):

@@ -140,8 +140,11 @@ class Terraform:
             raise TerraformError("terraform show failed", details=[str(result.error)])
         return result.value
 
-    def apply(self):
-        retcode, events, stderr = self._stream("apply", {"auto_approve": ...})
+    def apply(self, replace=()):
+        options = {"auto_approve": ...}
+        if replace:
+            options["replace"] = list(replace)
+        retcode, events, stderr = self._stream("apply", options)
         if retcode != 0:
             raise TerraformError(
                 "terraform apply failed; re-run the same command to resume: Terraform "

@@ -41,6 +41,8 @@ class Settings:
     state_tree: str = "/srv/salt"
     formula_dir: Path = REPO / "salt" / "salt"
     pillar_dir: Path = REPO / "pillar"
+    # Hostnames whose servers `kos up` rebuilds (terraform apply -replace).
+    replace: tuple = ()
 
 
 class Deployment:
@@ -164,6 +166,44 @@ def push_trees(master, settings):
     }
 
 
+def push_pillar_layers(master, dep, outputs):
+    """The Terraform layer, and whatever layers the cloud writes (``_*.sls``)."""
+    pillar_dir = Path(dep.settings.pillar_file).parent
+    done = {"pillar": master.push_pillar(outputs["salt_pillar"], dep.settings.pillar_file)}
+    for name, text in dep.backend.pillar_layers().items():
+        done[name] = master.push_pillar(text, str(pillar_dir / name))
+    return done
+
+
+def configure_master(master, pillar, expected):
+    """
+    Apply the salt_master formula to the master before the orchestration: a changed
+    configuration restarts the master (deferred by the formula, so the run that changed it
+    can return), and a restart inside the orchestration would cut it off.
+    """
+    master_id = pillar.get("kos", {}).get("salt_master", {}).get("id")
+    if not master_id:
+        return {"skipped": "no salt master in the Terraform pillar"}
+    ret = master.salt([master_id], "state.apply", "salt_master", timeout=120, wait=900)
+    result = ret.get(master_id)
+    bad = failed_states(result)
+    if bad:
+        raise ConvergeError(
+            f"configuring the salt master failed at {bad[0][0]}",
+            fix="fix the salt_master pillar or formula and re-run kos converge",
+            details=[f"{sid}: {comment}" for sid, comment in bad],
+        )
+    changed = sorted(
+        state.get("__id__", key) for key, state in result.items()
+        if isinstance(state, dict) and state.get("changes")
+    )
+    if changed:
+        ui.info("the salt master's configuration changed: waiting for its restart")
+        master.wait_restarted()
+        master.wait_responding(expected)
+    return {"changed": changed}
+
+
 def converge(dep, always=True):
     """Keys, pillar, sync, orchestration; every step recorded, and re-run by kos converge."""
     outputs = dep.require_outputs()
@@ -196,9 +236,7 @@ def converge(dep, always=True):
             "salt-pillar",
             fp,
             f"push the Terraform pillar to {dep.settings.pillar_file}",
-            lambda: {
-                "pillar": master.push_pillar(outputs["salt_pillar"], dep.settings.pillar_file)
-            },
+            lambda: push_pillar_layers(master, dep, outputs),
             always=always,
         )
         steps.run(
@@ -206,6 +244,14 @@ def converge(dep, always=True):
             fp,
             "saltutil.sync_all",
             lambda: {"synced": sorted(master.sync_all(expected))},
+            always=always,
+        )
+
+        steps.run(
+            "salt-master-config",
+            fp,
+            "the salt master's own configuration, before any orchestration",
+            lambda: configure_master(master, pillar_of(outputs), expected),
             always=always,
         )
 
@@ -247,7 +293,8 @@ def up(dep, confirm):
         quiet_failure=True,
     )
     dep.use_outputs(dep.backend.create(dep.inputs, steps))
-    outputs = converge(dep, always=False)
+    # A rebuilt server needs everything converge does again (keys, trees, states).
+    outputs = converge(dep, always=bool(dep.settings.replace))
     return outputs
 
 

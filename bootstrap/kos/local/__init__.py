@@ -1,42 +1,50 @@
 """
-``--cloud local``: the OpenStack plan rebuilt on this machine, for rehearsals and tests.
+``--cloud local``: a real OpenStack on this machine, for rehearsals and tests.
 
-VMs are systemd-nspawn containers (see ``hosts``), networks are bridges in a namespace of
-their own (see ``net``), the image is a cached debootstrap (see ``rootfs``) and the
-addressing plan and pillar are those Terraform derives from the same variables (see
-``plan``). Converge, status and kubeconfig then run exactly as for OpenStack: SSH to the
-bastion's "floating IP", on to the salt master, Salt from there.
+kos brings up an all-in-one OpenStack (Zed, from Debian's packages) for the cluster
+(``openstack.cloud``), writes a ``clouds.yaml`` entry for it, and then runs exactly the
+OpenStack path: preflight through openstacksdk, ``terraform apply`` of ``terraform/`` with
+the real provider, converge through the bastion's floating IP. Nova's servers become
+systemd-nspawn hosts (``openstack.materialiser``) that boot with real cloud-init from
+Nova's config drive and take their port's address from Neutron's DHCP; Neutron's own
+agents do the bridging, security groups, routing and floating-IP NAT.
 
-Kubernetes cannot run here: the distributions are the test stand-ins (tests/standins),
-and everything kos reports about such a cluster says "simulated".
+Kubernetes cannot run in these hosts: the distributions are the test stand-ins
+(tests/standins), and everything kos reports about such a cluster says "simulated".
 """
 
-import json
+import dataclasses
 import os
 import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 import yaml
+from keystoneauth1 import exceptions as ksa_exceptions
+from openstack import exceptions as sdk_exceptions
 
 from .. import ui
 from ..backend import Backend
-from ..cloud import Finding
-from ..errors import InputError, KosError
+from ..cloud import Finding, raise_on_failures
+from ..errors import CleanupError, ConvergeError
 from ..ssh import agent_findings
 from ..state import fingerprint
 from . import hosts as hosts_mod
-from . import net, plan, rootfs
+from . import net, provider, rootfs
+from .image import files_digest
+from .openstack import materialiser
+from .openstack.cloud import Cloud, cloud_name
+from .openstack.image import layer as cloud_layer
 
 REPO = hosts_mod.REPO
-INOTIFY_INSTANCES = 8192
-# Roughly what one booted host costs (systemd, sshd, a salt-minion): for the preflight.
-HOST_MEMORY_MB = 160
 JOIN_SECONDS_ENV = "KOS_LOCAL_JOIN_SECONDS"
+INOTIFY_INSTANCES = 8192
+# What the cloud itself takes (measured: ~3.2 GiB at peak) and one booted host.
+CLOUD_MEMORY_MB = 3600
+HOST_MEMORY_MB = 160
 
-# What these hosts cannot do: no package repository (the image has what the states
-# install), no kubelet or containerd to run, no kernel of their own, and no OpenStack
-# API for a cloud-controller-manager to talk to.
+# What these hosts cannot do: Kubernetes is the stand-ins, so no packages, services, swap,
+# kernel modules or sysctls for a kubelet, and no cloud-controller-manager pods to run.
 CLOUD_LAYER = {
     "kubeadm": {
         "ccm": {"enabled": False},
@@ -51,189 +59,198 @@ CLOUD_LAYER = {
 }
 
 
-def _master_config():
-    """/etc/salt/master.d/kos.conf as the salt_master formula renders it with its defaults,
-    so the formula's first run finds it unchanged and need not restart the master."""
-    import jinja2
-
-    formula = REPO / "salt" / "salt" / "salt_master"
-    cfg = yaml.safe_load((formula / "defaults.yaml").read_text())
-    template = jinja2.Template((formula / "files" / "kos.conf.jinja").read_text())
-    return cfg["config_file"], template.render(cfg=cfg) + "\n"
-
-
 class LocalBackend(Backend):
     name = "local"
     simulated = True
-    create_step = "local-hosts"
+    create_step = "terraform-apply"
 
     def __init__(self, settings, state):
+        from ..backends import OpenStackBackend
+
         super().__init__(settings, state)
         self.dir = state.path / "local"
+        self.cloud = Cloud(state.cluster, self.dir)
+        # The same backend a real cloud gets, pointed at this one's clouds.yaml entry.
+        self.openstack = OpenStackBackend(
+            dataclasses.replace(settings, os_cloud=cloud_name(state.cluster)), state
+        )
 
-    # -- helpers -------------------------------------------------------------------
+    def _environment(self):
+        os.environ["OS_CLOUD"] = self.cloud.name
+        os.environ.setdefault("OS_CLIENT_CONFIG_FILE", str(self._clouds_yaml()))
+        os.environ["TF_CLI_CONFIG_FILE"] = str(provider.ensure())
 
-    def _hosts(self, values):
-        domain = values["deploy_domain_name"]
-        return [
-            hosts_mod.Host(values["cluster_name"], spec, domain, self.dir / "hosts")
-            for spec in plan.hosts(values)
-        ]
+    def _clouds_yaml(self):
+        from .openstack.cloud import clouds_yaml_path
 
-    def _pattern(self, cluster):
-        return net.cluster_pattern(cluster)
+        return clouds_yaml_path()
 
-    # -- Backend -------------------------------------------------------------------
+    # -- Backend -----------------------------------------------------------------------
 
     def preflight(self, inputs, check_quota=True):
         values = inputs.values
         findings = []
         if os.geteuid() != 0:
-            findings.append(
-                Finding("local", False, "the local cloud needs root (namespaces, mounts, nspawn)",
-                        "run kos as root (sudo)")
-            )
-        tools = ["systemd-nspawn", "nsenter", "ip", "mount", "ssh-keygen"]
-        try:
-            image, mirror, suite = rootfs.image_path()
-            if not (image / rootfs.MARKER).exists():
-                tools.append("debootstrap")
-        except KosError as exc:
-            findings.append(Finding("local image", False, exc.problem, exc.fix))
+            findings.append(Finding("local", False, "the local cloud needs root (namespaces, mounts, nspawn)",
+                                    "run kos as root (sudo)"))
+        tools = ["systemd-nspawn", "nsenter", "ip", "mount", "losetup", "ssh-keygen", "go"]
+        if not cloud_layer().ready() or not rootfs.layer().ready():
+            tools.append("debootstrap")
         missing = [t for t in tools if not shutil.which(t)]
-        findings.append(
-            Finding("local tools", not missing,
-                    f"missing {', '.join(missing)}" if missing else "systemd-nspawn and tools found",
-                    "apt-get install systemd-container debootstrap iproute2 util-linux" if missing else "")
-        )
-        try:
-            specs = plan.hosts(values)
-            findings.append(Finding("local plan", True, f"{len(specs)} hosts"))
-        except InputError as exc:
-            findings.append(Finding("first_control_plane_access", False, exc.problem, exc.fix))
-            specs = []
-        clashes = net.overlapping_routes(
-            [values["public_cidr"], values["private_cidr"]], values["cluster_name"]
-        )
-        for cidr, route in clashes:
-            field = "public_cidr" if cidr == values["public_cidr"] else "private_cidr"
-            findings.append(
-                Finding(field, False, f"{field} {cidr} overlaps a route of this machine: {route}",
-                        f"choose another {field} for the local cloud (e.g. 10.240.0.0/24)")
-            )
-        if not clashes:
-            findings.append(Finding("local networks", True, "public and private CIDRs are free here"))
-        need = HOST_MEMORY_MB * len(specs)
+        findings.append(Finding(
+            "local tools", not missing,
+            f"missing {', '.join(missing)}" if missing else "systemd-nspawn and tools found",
+            "apt-get install systemd-container debootstrap iproute2 util-linux golang" if missing else "",
+        ))
+        if values["first_control_plane_access"] != "floating_ip":
+            findings.append(Finding(
+                "first_control_plane_access", False,
+                "first_control_plane_access = admin_network has no local equivalent "
+                "(the rehearsal cloud has no admin network)",
+                'set first_control_plane_access = "floating_ip" for --cloud local'))
+        inside = [c for c in values["ssh_allowed_cidrs"]
+                  if net.ipaddress.ip_network(c).overlaps(net.SPACE)]
+        if not inside:
+            findings.append(Finding(
+                "ssh_allowed_cidrs", False,
+                f"ssh_allowed_cidrs {values['ssh_allowed_cidrs']} does not let this machine in: "
+                f"it reaches the rehearsal cloud's floating IPs from {net.SPACE}",
+                f'add "{net.SPACE}" to ssh_allowed_cidrs for --cloud local'))
+        need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + HOST_MEMORY_MB * (
+            values["num_kube_nodes"] + 2)
         avail = _mem_available_mb()
-        if specs:
-            findings.append(
-                Finding("local memory", avail is None or avail > need,
-                        f"{len(specs)} hosts need about {need} MiB; {avail} MiB available",
-                        "lower num_kube_nodes, or free memory")
-            )
+        findings.append(Finding(
+            "local memory", avail is None or avail > need,
+            f"the cloud and {values['num_kube_nodes'] + 2} hosts need about {need} MiB; "
+            f"{avail} MiB available", "lower num_kube_nodes, or free memory"))
         findings += agent_findings(values["ssh_public_keys"])
+        if self.cloud.running() and self.cloud.usable():
+            # A cloud exists: check it as any OpenStack would be checked.
+            self._environment()
+            findings += [f for f in self.openstack.preflight(inputs, check_quota)
+                         if f.check != "ssh-agent"]
         return findings
 
     def create(self, inputs, steps):
         values = inputs.values
-        cluster = values["cluster_name"]
         self.state.ensure()
-        fp = fingerprint(inputs.fingerprint, rootfs.RECIPE)
-        image = steps.run(
-            "local-image", fp, "the local cloud's Debian image",
-            lambda: {"image": str(rootfs.ensure())},
-        )["image"]
-        if not (Path(image) / rootfs.MARKER).exists():
-            image = str(rootfs.ensure())
-        outputs = plan.outputs(values)
-        gateway = plan.public_gateway(values)
-        hosts = self._hosts(values)
-
-        def networks():
-            _raise_inotify()
-            net.create_networks(cluster, values["public_cidr"], gateway)
-            for i, h in enumerate(hosts):
-                net.attach_host(cluster, i, h.spec, values["private_cidr"], values["public_cidr"], gateway)
-            return {"namespaces": len(hosts) + 1}
-
-        steps.run("local-networks", fp, "networks: public and private bridges, host namespaces",
-                  networks, always=True)
-
-        def machines():
-            by_name = {h.spec.hostname: h for h in hosts}
-            master_ip = by_name["salt"].spec.private_ip
-            config_file, config = _master_config()
-            master_files = {
-                config_file: config,
-                self.settings.pillar_file: outputs["salt_pillar"],
-                str(Path(self.settings.pillar_file).parent / "_cloud.sls"): (
-                    "# Written by kos for its local rehearsal cloud: what these hosts cannot do.\n"
-                    + yaml.safe_dump(CLOUD_LAYER, sort_keys=True)
-                ),
-            }
-            salt_env = {"KOS_STANDIN_DELAY": os.environ.get(JOIN_SECONDS_ENV, "0")}
-            started = []
-            for h in hosts:
-                h.mount(image)
-                h.provision(
-                    user=values["deploy_user"],
-                    keys=values["ssh_public_keys"],
-                    master_ip=master_ip,
-                    hosts={"salt": master_ip, "bastion": by_name["bastion"].spec.private_ip},
-                    salt_env=salt_env,
-                    master_files=master_files if h.spec.role == "salt_master" else None,
-                )
-                if h.start(net.host_ns(cluster, h.spec.hostname)):
-                    started.append(h.spec.hostname)
-            for h in hosts:
-                h.wait_booted()
-            self.dir.mkdir(parents=True, exist_ok=True)
-            (self.dir / "outputs.json").write_text(json.dumps(outputs, indent=2, sort_keys=True))
-            return {"started": started, "hosts": len(hosts)}
-
-        steps.run("local-hosts", fp, f"boot {len(hosts)} hosts (systemd-nspawn)", machines, always=True)
+        fp = fingerprint(inputs.fingerprint)
+        steps.run("local-cloud", fp, "the rehearsal cloud: OpenStack on this machine",
+                  lambda: self._cloud_up(values), always=True)
+        self._environment()
+        steps.run(
+            "cloud-preflight", fp, "preflight against the rehearsal cloud's API",
+            lambda: raise_on_failures(self.openstack.preflight(
+                inputs, check_quota=steps.status("terraform-apply") is None)) or {},
+            always=True,
+        )
+        outputs = self.openstack.create(inputs, steps)
         ui.info("the Kubernetes distribution on this cloud is simulated (test stand-ins)")
         return outputs
 
+    def _cloud_up(self, values):
+        _raise_inotify()
+        host_image = rootfs.layer().ensure()
+        provider.ensure()
+        avoid = [values[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")]
+        try:
+            name = self.cloud.ensure(avoid, host_image, tenant_name=values["cluster_name"])
+        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
+            raise ConvergeError(
+                f"the rehearsal cloud's API failed while kos set it up: {exc}",
+                fix="re-run kos up (it resumes where it stopped); the cloud's logs are under "
+                f"{self.cloud.machine.path('/var/log')}",
+            ) from exc
+        pid = self.start_materialiser()
+        plan = self.cloud.plan()
+        return {"cloud": name, "api": self.cloud.auth_url(), "external": str(plan.external),
+                "materialiser": pid}
+
+    def start_materialiser(self):
+        cfg = {
+            "cluster": self.state.cluster,
+            "local_dir": str(self.dir),
+            "binds": [str(p) for p in hosts_mod.bound_paths()],
+            "venv_bin": str(Path(sys.prefix) / "bin"),
+            "standins": str(REPO / "tests" / "standins"),
+            "standin_env": {"KOS_STANDIN_DELAY": os.environ.get(JOIN_SECONDS_ENV, "0")},
+        }
+        here = Path(__file__).resolve().parent
+        code = files_digest(here / "openstack" / "materialiser.py", here / "hosts.py",
+                            here / "net.py")
+        return materialiser.start(cfg, self.dir / "materialiser.log", code)
+
     def outputs(self):
-        path = self.dir / "outputs.json"
-        if not path.exists():
+        if not self.cloud.usable():
             return {}
-        return json.loads(path.read_text())
+        self._environment()
+        return self.openstack.outputs()
 
     def plan(self, inputs, plan_file):
-        outputs = plan.outputs(inputs.values)
-        changes = [
-            {"address": f"local.host[{m['hostname']!r}]", "actions": ["create"]}
-            for m in outputs["minions"].values()
-        ]
-        text = "\n".join(
-            f"+ host {m['hostname']:<16} {m['role']:<14} {m['private_ip']}"
-            for m in outputs["minions"].values()
-        )
-        return changes, text + "\n"
+        self.state.ensure()
+        self._cloud_up(inputs.values)
+        self._environment()
+        return self.openstack.plan(inputs, plan_file)
+
+    def pillar_layers(self):
+        return {"_cloud.sls": "# Written by kos for its rehearsal cloud: what these hosts "
+                "cannot do.\n" + yaml.safe_dump(CLOUD_LAYER, sort_keys=True)}
 
     def destroy(self, inputs, steps):
         cluster = inputs.cluster_name
         fp = fingerprint(cluster)
+        # Without its clouds.yaml entry a cloud never got as far as a Terraform apply.
+        if self.cloud.running() and self.cloud.usable():
+            self._environment()
+            self.start_materialiser()
+            self.openstack.destroy(inputs, steps)
+            steps.run("cloud-empty", fp, "check nothing of the cluster is left in the cloud",
+                      self.leftovers_in_cloud, always=True)
+        keep = os.environ.get("KOS_LOCAL_KEEP_CLOUD") == "1"
+        if keep:
+            ui.info("KOS_LOCAL_KEEP_CLOUD=1: the rehearsal cloud stays up")
+            return
 
         def teardown():
-            machines = hosts_mod.nspawns(self._pattern(cluster))
-            hosts_mod.stop(machines)
-            mounts = hosts_mod.unmount_all(self.dir, self._pattern(cluster))
-            removed = net.remove(cluster)
-            hosts_mod.remove_disks(self.dir)
-            # New hosts get new host keys on the same addresses.
+            stopped = materialiser.stop(cluster)
+            removed = self.cloud.destroy()
+            # Terraform's state described servers of a cloud that no longer exists.
+            for name in ("terraform.tfstate", "terraform.tfstate.backup"):
+                (self.state.path / "terraform" / name).unlink(missing_ok=True)
             (self.state.path / "known_hosts").unlink(missing_ok=True)
-            return {"machines": sorted(machines), "mounts": len(mounts), "removed": removed}
+            return {"materialiser": stopped, "removed": len(removed)}
 
-        steps.run("local-destroy", fp, "stop hosts, remove overlays, namespaces and links",
+        steps.run("local-destroy", fp, "stop the rehearsal cloud and remove it from this machine",
                   teardown, always=True)
-        ui.ok(f"local cluster {cluster} destroyed")
+        ui.ok(f"local cluster {cluster} and its cloud destroyed")
+
+    def leftovers_in_cloud(self):
+        """What of the cluster is still in the cloud's project after terraform destroy."""
+        conn = self.openstack.conn
+        left = {
+            "servers": [s.name for s in conn.compute.servers()],
+            "ports": [p.id for p in conn.network.ports(project_id=conn.current_project_id)
+                      if not (p.device_owner or "").startswith("network:")],
+            "floating_ips": [f.floating_ip_address for f in conn.network.ips(
+                project_id=conn.current_project_id)],
+            "volumes": [v.name or v.id for v in conn.block_storage.volumes()],
+            "routers": [r.name for r in conn.network.routers(project_id=conn.current_project_id)],
+            "networks": [n.name for n in conn.network.networks(project_id=conn.current_project_id)],
+        }
+        left = {k: v for k, v in left.items() if v}
+        if left:
+            raise CleanupError(
+                "still in the rehearsal cloud after terraform destroy: "
+                + "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in left.items()),
+                fix="re-run kos down; if it stays, report it (kos left it behind)",
+            )
+        return {"empty": True}
 
 
 def _raise_inotify():
     # Every host's systemd takes inotify instances; the default 128 stops nspawn at ~22 hosts.
+    import subprocess
+
     path = Path("/proc/sys/fs/inotify/max_user_instances")
     if int(path.read_text()) < INOTIFY_INSTANCES:
         subprocess.run(["sysctl", "-q", "-w", f"fs.inotify.max_user_instances={INOTIFY_INSTANCES}"],

@@ -1,14 +1,8 @@
 """
-The local cloud's VMs: one systemd-nspawn container per host, booting systemd (``-b``)
-from an overlay over the cached image, inside the host's network namespace.
-
-``provision`` does what cloud-init does on OpenStack (terraform/cloud-init/*.tftpl):
-hostname, the deploy user with its keys and passwordless sudo, ``/etc/hosts`` entries for
-the salt master and the bastion, the minion's id and master, and on the salt master the
-Terraform pillar. Where cloud-init installs Salt with salt-bootstrap, a local host runs
-the project's virtualenv, bound read-only at the same path, from systemd units named as
-salt-bootstrap names them (salt-minion, salt-master), so the formula manages them as it
-would on a VM.
+The rehearsal cloud's machines: systemd-nspawn containers booting systemd (``-b``) from an
+overlay over a cached image, each in a network namespace of its own. The cloud itself is
+one (``kos-<cluster>-cloud``); every server Nova spawns is another, made by the
+materialiser. Machines are found again by their ``--machine`` name, from any later run.
 """
 
 import os
@@ -20,18 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from ..errors import CleanupError, ConvergeError
 
 REPO = Path(__file__).resolve().parents[3]
-STANDINS = REPO / "tests" / "standins"
-SALT_COMMANDS = ("salt", "salt-call", "salt-key", "salt-run", "salt-master", "salt-minion")
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def machine_name(cluster, hostname):
-    return f"kos-{cluster}-{hostname}"
 
 
 def bound_paths():
@@ -44,30 +29,23 @@ def bound_paths():
     return paths
 
 
-class Host:
-    def __init__(self, cluster, spec, domain, root):
-        self.cluster = cluster
-        self.spec = spec
-        self.domain = domain
-        self.dir = Path(root) / spec.hostname
+class Machine:
+    def __init__(self, name, directory, console=None):
+        self.name = name
+        self.dir = Path(directory)
         self.upper, self.work, self.merged = (self.dir / d for d in ("upper", "work", "merged"))
-        self.name = machine_name(cluster, spec.hostname)
-        self.console = self.dir / "console.log"
-
-    @property
-    def fqdn(self):
-        return self.spec.fqdn(self.domain)
+        self.console = Path(console) if console else self.dir / "console.log"
 
     # -- disk ------------------------------------------------------------------------
 
     def mounted(self):
         return os.path.ismount(self.merged)
 
-    def mount(self, image):
+    def mount(self, lowerdir):
         for d in (self.upper, self.work, self.merged):
             d.mkdir(parents=True, exist_ok=True)
         if not self.mounted():
-            opts = f"lowerdir={image},upperdir={self.upper},workdir={self.work}"
+            opts = f"lowerdir={lowerdir},upperdir={self.upper},workdir={self.work}"
             res = subprocess.run(
                 ["mount", "-t", "overlay", self.name, "-o", opts, str(self.merged)],
                 capture_output=True, text=True,
@@ -76,72 +54,25 @@ class Host:
                 raise ConvergeError(f"cannot mount the overlay of {self.name}: {res.stderr.strip()}")
 
     def path(self, p):
-        return self.merged / p.lstrip("/")
+        return self.merged / str(p).lstrip("/")
 
     def write(self, p, text, mode=0o644):
         target = self.path(p)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        if isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text)
         os.chmod(target, mode)
 
-    def chroot(self, *args):
-        res = subprocess.run(["chroot", str(self.merged), *args], capture_output=True, text=True)
+    def chroot(self, *args, user=None):
+        argv = ["chroot", str(self.merged)]
+        if user:
+            argv += ["runuser", "-u", user, "--"]
+        res = subprocess.run([*argv, *args], capture_output=True, text=True)
         if res.returncode != 0:
             raise ConvergeError(f"{self.name}: {' '.join(args)}: {res.stderr.strip()}")
         return res.stdout
-
-    # -- first boot (cloud-init's part) ----------------------------------------------
-
-    def provision(self, *, user, keys, master_ip, hosts, salt_env, master_files=None):
-        if self.path("/var/lib/kos/provisioned").exists():
-            return False
-        h = self.spec.hostname
-        self.write("/etc/hostname", f"{h}\n")
-        self.write(
-            "/etc/hosts",
-            f"127.0.0.1 localhost\n127.0.1.1 {self.fqdn} {h}\n"
-            + "".join(f"{ip} {name}.{self.domain} {name}\n" for name, ip in hosts.items()),
-        )
-        subprocess.run(["ssh-keygen", "-q", "-A", "-f", str(self.merged)], check=True, capture_output=True)
-        self.write("/etc/machine-id", os.urandom(16).hex() + "\n", 0o444)
-        # The deploy user, as cloud-init creates it: keys only, passwordless sudo.
-        if user not in self.chroot("getent", "passwd").split(":"):
-            self.chroot("useradd", "--create-home", "--shell", "/bin/bash", user)
-        self.write(f"/etc/sudoers.d/90-kos-{user}", f"{user} ALL=(ALL) NOPASSWD:ALL\n", 0o440)
-        self.write(f"/home/{user}/.ssh/authorized_keys", "".join(k.strip() + "\n" for k in keys), 0o600)
-        self.chroot("chown", "-R", f"{user}:{user}", f"/home/{user}/.ssh")
-        os.chmod(self.path(f"/home/{user}/.ssh"), 0o700)
-        # Salt: the project's virtualenv, on PATH for sudo (secure_path) and for units.
-        venv_bin = Path(sys.prefix) / "bin"
-        for cmd in SALT_COMMANDS:
-            link = self.path(f"/usr/local/bin/{cmd}")
-            link.unlink(missing_ok=True)
-            link.symlink_to(venv_bin / cmd)
-        self.write("/etc/salt/minion_id", self.fqdn)
-        self.write(
-            "/etc/salt/minion.d/kos.conf", yaml.safe_dump({"id": self.fqdn, "master": master_ip})
-        )
-        units = ["salt-minion"]
-        if master_files:
-            units.insert(0, "salt-master")
-            for p, text in master_files.items():
-                self.write(p, text, 0o640 if p.startswith("/srv/pillar") else 0o644)
-            self.path("/srv/salt").mkdir(parents=True, exist_ok=True)
-        env = {
-            # The Kubernetes distributions are the test stand-ins: never on a real node.
-            "PATH": f"{STANDINS / 'bin'}:/snap/bin:{SYSTEM_PATH}",
-            "KOS_STANDIN_ROOT": "/",
-            "KOS_STANDIN_IP": self.spec.private_ip,
-            **salt_env,
-        }
-        for unit in units:
-            self.write(f"/etc/systemd/system/{unit}.service", _unit(unit, venv_bin, env))
-            wants = self.path("/etc/systemd/system/multi-user.target.wants")
-            wants.mkdir(parents=True, exist_ok=True)
-            (wants / f"{unit}.service").unlink(missing_ok=True)
-            (wants / f"{unit}.service").symlink_to(f"/etc/systemd/system/{unit}.service")
-        self.write("/var/lib/kos/provisioned", "")
-        return True
 
     # -- power -----------------------------------------------------------------------
 
@@ -152,39 +83,50 @@ class Host:
         pid = self.nspawn_pid()
         return _container_init(pid) if pid else None
 
-    def start(self, netns):
+    def start(self, netns, binds=(), extra=()):
+        """Boot the machine unless it runs; True when it was started now."""
         if self.nspawn_pid():
             return False
         cmd = [
             "systemd-nspawn", "--boot", f"--directory={self.merged}", f"--machine={self.name}",
             # No systemd-machined here, and no unit of the machine's own to put it in.
             "--register=no", "--keep-unit",
+            # Private: the machine gets CAP_NET_ADMIN in its own namespace (and nowhere else).
             f"--network-namespace-path=/run/netns/{netns}", "--private-network",
             "--console=read-only", "--kill-signal=SIGRTMIN+3",
-            # No route out, so no name server: without resolv.conf a lookup fails at
-            # once (127.0.0.1:53 refuses) instead of timing out in every grains refresh.
-            "--resolv-conf=delete",
-            *[f"--bind-ro={p}" for p in bound_paths()],
+            *[f"--bind-ro={p}" for p in binds],
+            *extra,
         ]
+        self.console.parent.mkdir(parents=True, exist_ok=True)
         with open(self.console, "ab") as log:
             # Not waited for: found again by its --machine name, from any later kos run.
             subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not self.pid1():
+            time.sleep(0.1)
         return True
 
-    def run(self, *args, timeout=60, check=True):
-        """A command inside the running host (all its namespaces), as root."""
+    def run(self, *args, timeout=60, check=True, input=None):
+        """A command inside the running machine (all its namespaces), as root."""
         pid = self.pid1()
         if not pid:
             raise ConvergeError(f"{self.name} is not running")
         res = subprocess.run(
-            ["nsenter", "-t", str(pid), "-a", *args], capture_output=True, text=True, timeout=timeout
+            ["nsenter", "-t", str(pid), "-a", *args], capture_output=True, text=True,
+            timeout=timeout, input=input,
         )
         if check and res.returncode != 0:
             raise ConvergeError(f"{self.name}: {' '.join(args)}: {(res.stderr or res.stdout).strip()}")
         return res
+
+    def console_tail(self, lines=12):
+        try:
+            return self.console.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return []
 
     def wait_booted(self, timeout=180):
         deadline = time.monotonic() + timeout
@@ -195,31 +137,19 @@ class Host:
                 if state in ("running", "degraded"):
                     return state
             elif not self.nspawn_pid():
-                tail = self.console.read_text(errors="replace")[-1500:] if self.console.exists() else ""
-                raise ConvergeError(f"{self.name} did not boot", details=tail.splitlines()[-10:])
+                raise ConvergeError(f"{self.name} did not boot", details=self.console_tail(),
+                                    fix=f"read its console: {self.console}")
             time.sleep(0.5)
-        raise ConvergeError(f"{self.name} did not finish booting in {timeout}s")
+        raise ConvergeError(f"{self.name} did not finish booting in {timeout}s",
+                            fix=f"read its console: {self.console}")
 
+    def stop(self, timeout=30):
+        pid = self.nspawn_pid()
+        if pid:
+            stop({self.name: pid}, timeout=timeout)
 
-def _unit(name, venv_bin, env):
-    lines = [
-        "# Written by kos for the local rehearsal cloud: Salt from the project's virtualenv.",
-        "[Unit]",
-        f"Description=The Salt {'Master' if name == 'salt-master' else 'Minion'} (kos local cloud)",
-        "After=network.target",
-        "",
-        "[Service]",
-        *[f"Environment={k}={v}" for k, v in env.items()],
-        f"ExecStart={venv_bin / name}",
-        "KillMode=process" if name == "salt-minion" else "",
-        "Restart=on-failure",
-        "LimitNOFILE=100000",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ]
-    return "\n".join(line for line in lines if line is not None)
+    def unmount(self):
+        unmount_all(self.dir)
 
 
 def _cmdline(pid):
@@ -230,7 +160,7 @@ def _cmdline(pid):
 
 
 def _container_init(nspawn_pid):
-    """The host's PID 1: the one child of its systemd-nspawn."""
+    """The machine's PID 1: the one child of its systemd-nspawn."""
     try:
         children = Path(f"/proc/{nspawn_pid}/task/{nspawn_pid}/children").read_text().split()
     except OSError:
@@ -256,9 +186,9 @@ def nspawns(pattern):
 
 def stop(machines, timeout=30):
     """
-    Power off: SIGTERM to nspawn (the host's systemd shuts down cleanly); whatever is
-    still up after ``timeout`` loses its PID 1 to SIGKILL, which takes the whole host
-    with it (killing only nspawn would orphan the host's systemd).
+    Power off: SIGTERM to nspawn (the machine's systemd shuts down cleanly); whatever is
+    still up after ``timeout`` loses its PID 1 to SIGKILL, which takes the whole machine
+    with it (killing only nspawn would orphan the machine's systemd).
     """
     pid1s = {}
     for name, pid in machines.items():
@@ -283,7 +213,7 @@ def stop(machines, timeout=30):
         time.sleep(0.2)
     left = [name for name, pid in machines.items() if _running(pid)]
     if left:
-        raise CleanupError(f"hosts still running: {', '.join(left)}", fix="kill their systemd-nspawn")
+        raise CleanupError(f"machines still running: {', '.join(left)}", fix="kill their systemd-nspawn")
 
 
 def _running(pid):
@@ -296,9 +226,9 @@ def _running(pid):
 
 def unmount_all(root, source_pattern=None):
     """
-    Every mount at or below ``root`` (the hosts' overlays), and every overlay whose source
-    matches ``source_pattern`` wherever it is (a state directory moved or deleted by hand),
-    deepest first.
+    Every mount at or below ``root`` (the machines' overlays), and every overlay whose
+    source matches ``source_pattern`` wherever it is (a state directory moved or deleted by
+    hand), deepest first.
     """
     root = str(Path(root).resolve())
     mounts = []

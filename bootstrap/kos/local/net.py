@@ -1,15 +1,19 @@
 """
-The local cloud's networks. Per cluster:
+The rehearsal cloud's wiring on this machine. Per cluster:
 
-- netns ``kos-<cluster>-net`` holds the two bridges, ``pub`` and ``prv`` (the public and
-  the private network of the Terraform plan), so the machine's own firewall never sees
-  the bridged traffic;
-- the machine itself is the outside world: veth ``kos<id>x`` in the root namespace carries
-  the public network's gateway address (where the OpenStack router would be). It has no
-  address or route on the private network;
-- every host gets a netns ``kos-<cluster>-<hostname>`` with ``eth0`` on ``prv`` and, for
-  the bastion and the first control plane, ``eth1`` on ``pub``.
+- netns ``kos-<cluster>-cloud`` holds the cloud (its services, Neutron's bridges, router
+  and DHCP namespaces);
+- the machine itself is the outside world: veth ``kos<id>x`` in the root namespace is
+  the gateway of the cloud's external network (the flat provider network floating IPs
+  come from), its peer ``ext0`` is that network's interface in the cloud;
+- veth ``kos<id>m`` leads to the cloud's management address, where its API endpoints
+  answer, reachable from this machine only;
+- every server's host gets a netns ``kos-<cluster>-<first 8 of the server id>``; each of
+  its NICs is a veth whose cloud end is named as Neutron names a VM's tap device
+  (``tap`` + the port id's first 11 characters), so Neutron's Linux bridge agent plugs it.
 
+Addresses come from 100.64.0.0/10 (shared address space, which no LAN uses): one /24 per
+cluster, chosen from the cluster's name and moved on when this machine already routes it.
 Everything is found again by name, so ``kos down`` removes it without any record.
 """
 
@@ -17,17 +21,11 @@ import hashlib
 import ipaddress
 import re
 import subprocess
+from dataclasses import dataclass
 
 from ..errors import CleanupError, ConvergeError
 
-
-# Every name kos gives a namespace after kos-<cluster>-: exact, so cluster "kos" never
-# matches the namespaces of a cluster "kos-a".
-HOSTNAME_RE = r"(net|bastion|salt|k8s-cp-[0-9]+|k8s-worker-[0-9]+)"
-
-
-def cluster_pattern(cluster):
-    return rf"kos-{re.escape(cluster)}-{HOSTNAME_RE}"
+SPACE = ipaddress.ip_network("100.64.0.0/10")
 
 
 def ip(*args, check=True):
@@ -45,17 +43,32 @@ def uplink(cluster):
     return f"kos{short_id(cluster)}x"  # 12 characters: interface names stop at 15
 
 
-def net_ns(cluster):
-    return f"kos-{cluster}-net"
+def mgmt_link(cluster):
+    return f"kos{short_id(cluster)}m"
 
 
-def host_ns(cluster, hostname):
-    return f"kos-{cluster}-{hostname}"
+def cloud_ns(cluster):
+    return f"kos-{cluster}-cloud"
 
 
-def namespaces(prefix):
+def host_ns(cluster, server_id):
+    return f"kos-{cluster}-{server_id[:8]}"
+
+
+def cluster_pattern(cluster):
+    """Every namespace and machine name of this cluster, exactly: cluster ``kos`` never
+    matches those of a cluster ``kos-a``."""
+    return rf"kos-{re.escape(cluster)}-(cloud|[0-9a-f]{{8}})"
+
+
+def tap_name(port_id):
+    return f"tap{port_id[:11]}"
+
+
+def namespaces(prefix=""):
     out = ip("netns", "list", check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].startswith(prefix)]
+    names = [line.split()[0] for line in out.splitlines() if line.split()]
+    return [n for n in names if n.startswith(prefix)]
 
 
 def links(prefix, netns=None):
@@ -70,70 +83,144 @@ def links(prefix, netns=None):
     return names
 
 
-def overlapping_routes(cidrs, cluster):
-    """Routes of this machine (not this cluster's own uplink) that overlap ``cidrs``."""
-    mine = uplink(cluster)
+def routes():
     found = []
     for line in ip("-4", "route", "show", check=False).stdout.splitlines():
         parts = line.split()
-        if not parts or parts[0] == "default" or f"dev {mine}" in line:
+        if not parts or parts[0] == "default":
             continue
         try:
-            net = ipaddress.ip_network(parts[0], strict=False)
+            found.append((ipaddress.ip_network(parts[0], strict=False), line.strip()))
         except ValueError:
             continue
-        for cidr in cidrs:
-            if net.overlaps(ipaddress.ip_network(cidr)):
-                found.append((cidr, line.strip()))
     return found
 
 
-def create_networks(cluster, public_cidr, gateway):
-    """The bridges and the machine's uplink; idempotent."""
-    ns = net_ns(cluster)
+def overlapping_routes(cidrs, cluster):
+    """Routes of this machine (not this cluster's own links) that overlap ``cidrs``."""
+    mine = (uplink(cluster), mgmt_link(cluster))
+    found = []
+    for net, line in routes():
+        if any(f"dev {m}" in line for m in mine):
+            continue
+        for cidr in cidrs:
+            if net.overlaps(ipaddress.ip_network(cidr)):
+                found.append((cidr, line))
+    return found
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The addresses of one cluster's cloud on this machine."""
+
+    block: ipaddress.IPv4Network
+
+    @property
+    def external(self):
+        return ipaddress.ip_network(f"{self.block.network_address}/25")
+
+    @property
+    def gateway(self):
+        return str(self.block[1])
+
+    @property
+    def pool(self):
+        return str(self.block[16]), str(self.block[126])
+
+    @property
+    def mgmt(self):
+        return ipaddress.ip_network(f"{self.block[128]}/30")
+
+    @property
+    def mgmt_host(self):
+        return str(self.block[129])
+
+    @property
+    def mgmt_cloud(self):
+        return str(self.block[130])
+
+
+def existing_plan(cluster):
+    """The plan of a cloud whose links already exist (read from the uplink's address)."""
+    out = ip("-4", "-o", "addr", "show", "dev", uplink(cluster), check=False).stdout
+    m = re.search(r"inet (\S+)", out)
+    if not m:
+        return None
+    iface = ipaddress.ip_interface(m.group(1))
+    return Plan(ipaddress.ip_network(f"{iface.network.network_address}/24", strict=False))
+
+
+def choose_plan(cluster, avoid=()):
+    """A free /24 of 100.64.0.0/10 for a new cloud: from the cluster's name, moved on past
+    routes this machine has and the ``avoid`` CIDRs (the cluster's own networks)."""
+    taken = [net for net, _ in routes()] + [ipaddress.ip_network(c) for c in avoid]
+    blocks = 2 ** (24 - SPACE.prefixlen)
+    start = int(hashlib.sha1(cluster.encode()).hexdigest(), 16) % blocks
+    for i in range(blocks):
+        n = (start + i) % blocks
+        block = ipaddress.ip_network(f"{SPACE[n * 256]}/24")
+        if not any(block.overlaps(t) for t in taken):
+            return Plan(block)
+    raise ConvergeError("no free /24 left in 100.64.0.0/10 for a rehearsal cloud")
+
+
+def create_cloud_links(cluster, plan):
+    """The cloud's namespace and its two links to this machine; idempotent."""
+    ns = cloud_ns(cluster)
     if ns not in namespaces(ns):
         ip("netns", "add", ns)
     ip("-n", ns, "link", "set", "lo", "up")
-    have = links("", ns)
-    for bridge in ("pub", "prv"):
-        if bridge not in have:
-            ip("-n", ns, "link", "add", bridge, "type", "bridge")
-        ip("-n", ns, "link", "set", bridge, "up")
-    name = uplink(cluster)
-    if name not in links(name):
-        ip("link", "add", name, "type", "veth", "peer", "name", "uplink", "netns", ns)
-    ip("-n", ns, "link", "set", "uplink", "master", "pub", "up")
-    prefix = ipaddress.ip_network(public_cidr).prefixlen
-    if f" {gateway}/" not in ip("-o", "addr", "show", "dev", name).stdout:
-        ip("addr", "add", f"{gateway}/{prefix}", "dev", name)
-    ip("link", "set", name, "up")
-
-
-def attach_host(cluster, index, spec, private_cidr, public_cidr, gateway):
-    """A host's netns with its NICs, addresses and default route; idempotent."""
-    ns, bridges = host_ns(cluster, spec.hostname), net_ns(cluster)
-    if ns not in namespaces(ns):
-        ip("netns", "add", ns)
-    ip("-n", ns, "link", "set", "lo", "up")
-    nics = [("eth0", "prv", spec.private_ip, private_cidr)]
-    if spec.public_ip:
-        nics.append(("eth1", "pub", spec.public_ip, public_cidr))
-    have = links("eth", ns)
-    for nic, bridge, address, cidr in nics:
-        peer = f"h{index}{nic[-1]}"
-        if nic not in have:
-            ip("-n", bridges, "link", "del", peer, check=False)
-            ip("-n", ns, "link", "add", nic, "type", "veth", "peer", "name", peer, "netns", bridges)
-        ip("-n", bridges, "link", "set", peer, "master", bridge, "up")
-        prefix = ipaddress.ip_network(cidr).prefixlen
-        if f" {address}/" not in ip("-n", ns, "-o", "addr", "show", "dev", nic).stdout:
-            ip("-n", ns, "addr", "add", f"{address}/{prefix}", "dev", nic)
-        ip("-n", ns, "link", "set", nic, "up")
-    # The bastion and the first control plane leave through the router (the machine),
-    # every other host through the bastion's NAT, as on OpenStack.
-    via = gateway if spec.public_ip else ipaddress.ip_network(private_cidr)[1]
-    ip("-n", ns, "route", "replace", "default", "via", str(via))
+    for root_end, cloud_end, address in (
+        (uplink(cluster), "ext0", f"{plan.gateway}/{plan.external.prefixlen}"),
+        (mgmt_link(cluster), "mgmt0", f"{plan.mgmt_host}/{plan.mgmt.prefixlen}"),
+    ):
+        if root_end not in links(root_end):
+            ip("link", "add", root_end, "type", "veth", "peer", "name", cloud_end, "netns", ns)
+        if f" {address.split('/')[0]}/" not in ip("-o", "addr", "show", "dev", root_end).stdout:
+            ip("addr", "add", address, "dev", root_end)
+        ip("link", "set", root_end, "up")
+        ip("-n", ns, "link", "set", cloud_end, "up")
+    address = f"{plan.mgmt_cloud}/{plan.mgmt.prefixlen}"
+    if f" {plan.mgmt_cloud}/" not in ip("-n", ns, "-o", "addr", "show", "dev", "mgmt0").stdout:
+        ip("-n", ns, "addr", "add", address, "dev", "mgmt0")
     return ns
+
+
+def plug_host(cluster, server_id, nics):
+    """A server's netns with one veth per NIC: ``eth<i>`` with the port's MAC in the host,
+    the port's tap device in the cloud. ``nics``: dicts with port_id, mac, mtu."""
+    ns, cloud = host_ns(cluster, server_id), cloud_ns(cluster)
+    if ns not in namespaces(ns):
+        ip("netns", "add", ns)
+    ip("-n", ns, "link", "set", "lo", "up")
+    have = links("eth", ns)
+    for i, nic in enumerate(nics):
+        tap, dev = tap_name(nic["port_id"]), f"eth{i}"
+        if dev not in have:
+            ip("-n", cloud, "link", "del", tap, check=False)
+            ip("link", "add", tap, "netns", cloud, "type", "veth", "peer", "name", dev, "netns", ns)
+        ip("-n", ns, "link", "set", dev, "address", nic["mac"])
+        if nic.get("mtu"):
+            ip("-n", ns, "link", "set", dev, "mtu", str(nic["mtu"]))
+            ip("-n", cloud, "link", "set", tap, "mtu", str(nic["mtu"]))
+        if nic.get("bridge"):
+            # What os-vif and libvirt do on a KVM host: the tap joins the network's bridge
+            # (Neutron's Linux bridge agent leaves compute ports to the hypervisor).
+            bridge = nic["bridge"]
+            if bridge not in links(bridge, cloud):
+                ip("-n", cloud, "link", "add", bridge, "type", "bridge", "forward_delay", "0",
+                   "stp_state", "0", check=False)
+            ip("-n", cloud, "link", "set", bridge, "up")
+            ip("-n", cloud, "link", "set", tap, "master", bridge)
+        ip("-n", cloud, "link", "set", tap, "up")
+    return ns
+
+
+def unplug_host(cluster, server_id):
+    """The server's netns; its veths, and so their tap ends in the cloud, go with it."""
+    ns = host_ns(cluster, server_id)
+    if ns in namespaces(ns):
+        ip("netns", "del", ns, check=False)
 
 
 def remove(cluster):
@@ -146,11 +233,11 @@ def remove(cluster):
     for ns in mine():
         ip("netns", "del", ns, check=False)
         removed.append(f"netns {ns}")
-    name = uplink(cluster)
-    for link in links(name):
-        ip("link", "del", link, check=False)
-        removed.append(f"link {link}")
-    left = mine() + links(name)
+    for name in (uplink(cluster), mgmt_link(cluster)):
+        for link in links(name):
+            ip("link", "del", link, check=False)
+            removed.append(f"link {link}")
+    left = mine() + links(uplink(cluster)) + links(mgmt_link(cluster))
     if left:
         raise CleanupError(f"could not remove {', '.join(left)}", fix="ip netns del / ip link del them")
     return removed

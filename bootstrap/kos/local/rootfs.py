@@ -1,34 +1,30 @@
 """
-The local cloud's base image: a minimal Debian root filesystem made once with debootstrap
-from the mirror apt already uses on this machine, cached under ``~/.cache/kos/rootfs`` and
-shared read-only (as the lower layer of an overlay) by every host of every local cluster.
+The image the rehearsal cloud's servers boot: a Debian root filesystem as a cloud image
+would be — cloud-init reading the config drive, systemd-networkd taking the port's address by
+DHCP, sshd — in two cached layers (``image``).
 
-Hosts have no route to the internet, so everything the states install is baked in here;
-``pkg.installed`` then finds it and changes nothing. Salt itself is not: the hosts run the
-project's virtualenv, bound read-only.
+The hosts have no route to the internet, so everything the states install is baked in;
+``pkg.installed`` then finds it and changes nothing, and apt has no sources to reach. Salt
+itself is not baked: it is the project's virtualenv, which the materialiser binds into
+every host read-only and puts on PATH, so the first boot script finds the Salt release it
+would otherwise install.
 """
 
-import fcntl
-import hashlib
-import os
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
-from .. import ui
-from ..errors import PreflightError
+from . import image as image_mod
 
-# Bump when the recipe below changes: a new recipe means a new cached image.
-RECIPE = 2
+BASE_RECIPE = 3
+RECIPE = 1
 PACKAGES = (
-    # a booting systemd host
+    # a booting systemd host, as a cloud image has it
     "systemd", "systemd-sysv", "dbus", "procps", "kmod", "iproute2", "iputils-ping",
     "netcat-openbsd", "sudo", "less", "openssl", "ca-certificates",
+    "cloud-init", "e2fsprogs", "util-linux",
     # core: sshd, packages
     "openssh-server", "openssh-client", "curl", "jq", "rsync",
-    # bastion
-    "iptables", "iptables-persistent", "fail2ban", "python3-systemd",
+    # bastion (cloud-init installs nftables for its first-boot NAT; Salt then uses iptables)
+    "nftables", "iptables", "iptables-persistent", "fail2ban", "python3-systemd",
     # kubeadm: the local load balancer
     "haproxy",
     # what the project's CPython (built elsewhere, bound in) links against
@@ -39,91 +35,69 @@ PACKAGES = (
 DISABLED_UNITS = (
     "haproxy.service", "fail2ban.service", "apt-daily.timer", "apt-daily-upgrade.timer",
     "dpkg-db-backup.timer", "e2scrub_all.timer", "e2scrub_reap.service", "fstrim.timer",
+    "netfilter-persistent.service",
 )
-MARKER = ".kos-rootfs"
+ENABLED_UNITS = ("systemd-networkd.service", "ssh.service")
+
+CLOUD_CFG = """\
+# kos rehearsal cloud: the config drive is the datasource (Nova builds it), and cloud-init
+# writes systemd-networkd's configuration itself. Not netplan: Debian 12's netplan matches
+# interfaces on their permanent MAC address, which the hosts' veth NICs do not have.
+datasource_list: [ConfigDrive, None]
+system_info:
+  network:
+    renderers: [networkd]
+"""
+SALT_UNIT = """\
+# As salt-bootstrap installs it; the rehearsal cloud's Salt is the project's virtualenv.
+[Unit]
+Description=The Salt {title}
+After=network.target
+
+[Service]
+ExecStart=/usr/local/bin/{name}
+KillMode={killmode}
+Restart=on-failure
+LimitNOFILE=100000
+
+[Install]
+WantedBy=multi-user.target
+"""
 
 
-def cache_root():
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kos" / "rootfs"
+def _base_steps(build):
+    mirror, suite = image_mod.apt_source()
+    with build.stage("debootstrap"):
+        image_mod.debootstrap(build, suite, mirror, ("systemd", "systemd-sysv", "dbus"))
+    with build.stage("install the hosts' packages"):
+        image_mod.apt_install(build, PACKAGES)
 
 
-def apt_source():
-    """``(mirror, suite)`` of the machine's own apt configuration (deb822 or one-line)."""
-    mirror = os.environ.get("KOS_LOCAL_MIRROR")
-    suite = os.environ.get("KOS_LOCAL_SUITE")
-    if mirror and suite:
-        return mirror, suite
-    texts = []
-    for path in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
-        if path.suffix in (".list", ".sources") and path.is_file():
-            texts.append(path.read_text())
-    for text in texts:
-        for block in re.split(r"\n\s*\n", text):
-            uris = re.search(r"^URIs:\s*(\S+)", block, re.M)
-            suites = re.search(r"^Suites:\s*(\S+)", block, re.M)
-            enabled = re.search(r"^Enabled:\s*no", block, re.M | re.I)
-            if uris and suites and not enabled and "security" not in uris.group(1):
-                return mirror or uris.group(1), suite or suites.group(1)
-        for line in text.splitlines():
-            m = re.match(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+(\S+)\s", line)
-            if m and "security" not in m.group(1):
-                return mirror or m.group(1), suite or m.group(2)
-    raise PreflightError(
-        "cannot find a Debian mirror in /etc/apt/sources.list(.d)",
-        fix="set KOS_LOCAL_MIRROR (e.g. http://deb.debian.org/debian) and KOS_LOCAL_SUITE "
-        "(e.g. bookworm)",
+def _host_steps(build):
+    with build.stage("cloud-init, salt units"):
+        build.write("/etc/cloud/cloud.cfg.d/90-kos-rehearsal.cfg", CLOUD_CFG)
+        for name, title, kill in (("salt-minion", "Minion", "process"),
+                                  ("salt-master", "Master", "control-group")):
+            build.write(f"/lib/systemd/system/{name}.service",
+                        SALT_UNIT.format(name=name, title=title, killmode=kill))
+        # No mirror reaches these hosts: apt has nothing to update from.
+        for path in [build.root / "etc/apt/sources.list",
+                     *(build.root / "etc/apt/sources.list.d").glob("*")]:
+            path.unlink(missing_ok=True)
+        build.write("/etc/apt/sources.list", "# the rehearsal cloud has no route to a mirror\n")
+        build.run("systemctl", f"--root={build.root}", "disable", *DISABLED_UNITS)
+        build.run("systemctl", f"--root={build.root}", "enable", *ENABLED_UNITS)
+        (build.root / "etc/hostname").unlink(missing_ok=True)
+
+
+def base_layer():
+    mirror, suite = image_mod.apt_source()
+    return image_mod.Layer("host-base", "the rehearsal hosts' Debian packages", _base_steps,
+                           parts=(BASE_RECIPE, mirror, suite, PACKAGES))
+
+
+def layer():
+    return image_mod.Layer(
+        "host", "the rehearsal hosts' image", _host_steps,
+        parts=(RECIPE, image_mod.files_digest(Path(__file__))), parent=base_layer(),
     )
-
-
-def image_path():
-    mirror, suite = apt_source()
-    key = hashlib.sha256(f"{RECIPE}|{mirror}|{suite}|{' '.join(PACKAGES)}".encode()).hexdigest()
-    return cache_root() / f"debian-{suite}-{key[:12]}", mirror, suite
-
-
-def ensure():
-    """The cached image's path; debootstrap it first when it is not there yet."""
-    path, mirror, suite = image_path()
-    if (path / MARKER).exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / ".lock", "w") as lock:
-        # Two kos runs building the same image: the second waits and uses the first's.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (path / MARKER).exists():
-            return path
-        tmp = path.with_name(path.name + ".building")
-        shutil.rmtree(tmp, ignore_errors=True)
-        ui.info(f"building the local cloud's Debian {suite} image from {mirror} (once)")
-        res = subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-             suite, str(tmp), mirror],
-            capture_output=True, text=True,
-        )
-        if res.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise PreflightError(
-                f"debootstrap {suite} from {mirror} failed (exit {res.returncode})",
-                fix="check that apt works on this machine (apt-get update), or point "
-                "KOS_LOCAL_MIRROR/KOS_LOCAL_SUITE at a reachable mirror",
-                details=(res.stderr or res.stdout).strip().splitlines()[-10:],
-            )
-        _finish(tmp)
-        (tmp / MARKER).write_text(f"recipe {RECIPE}\nmirror {mirror}\nsuite {suite}\n")
-        os.rename(tmp, path)
-    return path
-
-
-def _finish(root):
-    subprocess.run(
-        ["systemctl", f"--root={root}", "disable", *DISABLED_UNITS],
-        capture_output=True, check=False,
-    )
-    # Per-host identity is made per host: host keys, machine id, hostname.
-    for key in (root / "etc" / "ssh").glob("ssh_host_*"):
-        key.unlink()
-    (root / "etc" / "machine-id").write_text("")
-    (root / "etc" / "hostname").unlink(missing_ok=True)
-    shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
-    (root / "var" / "cache" / "apt" / "archives" / "partial").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,295 @@
+"""
+The rehearsal cloud's service configuration: one all-in-one OpenStack (Zed, Debian's
+packages) per cluster, every service on one machine called ``kos-cloud``.
+
+Inside the cloud, services reach each other on 127.0.0.1 (the catalog's internal
+endpoints); the machine running kos reaches the public endpoints on the cloud's
+management address. MariaDB authenticates every service by its Unix user (the
+``unix_socket`` plugin), so the database has no password at all; RabbitMQ listens on
+loopback only. The only secrets are the Keystone passwords of the admin and the service
+users: made per cluster (``secrets()``), written only into the cloud's own disk.
+"""
+
+import configparser
+import io
+import re
+import secrets as _secrets
+
+HOST = "kos-cloud"
+REGION = "RegionOne"
+INTERNAL = "127.0.0.1"
+KEYSTONE_INTERNAL = f"http://{INTERNAL}:5000/v3"
+# The external (provider) network's physical network name and the interface it leaves by.
+PHYSNET = "external"
+EXT_IF = "ext0"
+MGMT_IF = "mgmt0"
+VOLUME_DIR = "/var/lib/cinder/kos-volumes"
+# Where the compute driver and the machine's materialiser exchange requests.
+SPOOL = "/var/lib/kos-spool"
+
+SERVICE_USERS = ("glance", "placement", "nova", "neutron", "cinder")
+DATABASES = {
+    "keystone": ["keystone"],
+    "glance": ["glance"],
+    "placement": ["placement"],
+    "nova": ["nova_api", "nova", "nova_cell0"],
+    "neutron": ["neutron"],
+    "cinder": ["cinder"],
+}
+
+# (service type, name, port, path): the catalog.
+ENDPOINTS = (
+    ("identity", "keystone", 5000, "/v3"),
+    ("image", "glance", 9292, ""),
+    ("placement", "placement", 8778, ""),
+    ("compute", "nova", 8774, "/v2.1"),
+    ("network", "neutron", 9696, ""),
+    ("volumev3", "cinderv3", 8776, "/v3/%(project_id)s"),
+    ("block-storage", "cinder", 8776, "/v3/%(project_id)s"),
+)
+
+# uwsgi apps: one process each (the defaults are 8-16), so the cloud fits its memory budget.
+# neutron's API gets one thread: more gave greenlet errors and DELETEs that never answered.
+UWSGI = {
+    "/etc/keystone/keystone-uwsgi.ini": (1, 8),
+    "/etc/glance/glance-api-uwsgi.ini": (1, 8),
+    "/etc/placement/placement-api-uwsgi.ini": (1, 4),
+    "/etc/nova/nova-api-uwsgi.ini": (1, 1),
+    "/etc/neutron/neutron-api-uwsgi.ini": (1, 1),
+    "/etc/cinder/cinder-api-uwsgi.ini": (1, 4),
+}
+
+
+def secrets():
+    """Fresh passwords for one cloud: the admin and every service user."""
+    return {name: _secrets.token_urlsafe(24) for name in ("admin", *SERVICE_USERS)}
+
+
+def db_url(user, database):
+    return (
+        f"mysql+pymysql://{user}@localhost/{database}"
+        "?unix_socket=/run/mysqld/mysqld.sock&charset=utf8"
+    )
+
+
+def _auth(user, password, **extra):
+    return {
+        "auth_type": "password",
+        "auth_url": KEYSTONE_INTERNAL,
+        "www_authenticate_uri": KEYSTONE_INTERNAL,
+        "project_domain_name": "Default",
+        "user_domain_name": "Default",
+        "project_name": "service",
+        "username": user,
+        "password": password,
+        "region_name": REGION,
+        **extra,
+    }
+
+
+def _client(user, password, **extra):
+    auth = _auth(user, password, valid_interfaces="internal", **extra)
+    del auth["www_authenticate_uri"]
+    return auth
+
+
+def _ini(sections):
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    for name, values in sections.items():
+        parser[name] = {k: _value(v) for k, v in values.items()}
+    out = io.StringIO()
+    out.write("# Written by kos for its rehearsal cloud (bootstrap/kos/local/openstack/config.py).\n")
+    parser.write(out)
+    return out.getvalue()
+
+
+def _value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+PRIVSEP_SECTIONS = ("privsep", "privsep_dhcp_release", "privsep_ovs_vsctl", "privsep_namespace",
+                    "privsep_conntrack", "privsep_link")
+RABBIT = f"rabbit://guest:guest@{INTERNAL}:5672/"
+COMMON = {
+    "host": HOST,
+    "transport_url": RABBIT,
+    "debug": False,
+    "use_stderr": False,
+}
+
+
+def files(pw):
+    """``{path: text}`` of every configuration file the cloud's services read."""
+    return {
+        "/etc/keystone/keystone.conf": _ini({
+            "DEFAULT": {"debug": False},
+            "database": {"connection": db_url("keystone", "keystone")},
+            "token": {"provider": "fernet"},
+        }),
+        "/etc/glance/glance-api.conf": _ini({
+            # 0: the API serves from its one process instead of forking a worker
+            "DEFAULT": {"debug": False, "workers": 0, "enabled_backends": "file:file"},
+            "database": {"connection": db_url("glance", "glance")},
+            "keystone_authtoken": _auth("glance", pw["glance"]),
+            "paste_deploy": {"flavor": "keystone"},
+            "glance_store": {"default_backend": "file"},
+            "file": {"filesystem_store_datadir": "/var/lib/glance/images/"},
+            "oslo_concurrency": {"lock_path": "/var/lib/glance/tmp"},
+        }),
+        "/etc/placement/placement.conf": _ini({
+            "DEFAULT": {"debug": False},
+            "api": {"auth_strategy": "keystone"},
+            "placement_database": {"connection": db_url("placement", "placement")},
+            "keystone_authtoken": _auth("placement", pw["placement"]),
+        }),
+        "/etc/nova/nova.conf": _ini({
+            "DEFAULT": {
+                **COMMON,
+                "my_ip": INTERNAL,
+                "state_path": "/var/lib/nova",
+                "compute_driver": "kos.KosDriver",
+                "osapi_compute_workers": 1,
+                "metadata_workers": 1,
+                # The materialiser reports what it did; nova need not wait a minute to see it.
+                "update_resources_interval": 10,
+                "sync_power_state_interval": 10,
+                "heal_instance_info_cache_interval": 60,
+                "instance_build_timeout": 900,
+                "vif_plugging_timeout": 0,
+            },
+            "api": {"auth_strategy": "keystone"},
+            "api_database": {"connection": db_url("nova", "nova_api")},
+            "database": {"connection": db_url("nova", "nova")},
+            "keystone_authtoken": {**_auth("nova", pw["nova"]),
+                                   "service_token_roles_required": True},
+            "service_user": {**_client("nova", pw["nova"]), "send_service_user_token": True},
+            "placement": _client("placement", pw["placement"]),
+            "neutron": _client("neutron", pw["neutron"]),
+            "glance": {"valid_interfaces": "internal", "region_name": REGION},
+            "cinder": {"os_region_name": REGION, "catalog_info": "volumev3:cinderv3:internalURL",
+                       "auth_type": "password", "auth_url": KEYSTONE_INTERNAL,
+                       "project_domain_name": "Default", "user_domain_name": "Default",
+                       "project_name": "service", "username": "nova", "password": pw["nova"]},
+            "conductor": {"workers": 1},
+            "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": 5},
+            "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
+            "vnc": {"enabled": False},
+            "kos": {"spool": SPOOL},
+        }),
+        # Debian's nova-compute-* packages point this at their hypervisor; ours is the spool.
+        "/etc/nova/nova-compute.conf": _ini({"DEFAULT": {"compute_driver": "kos.KosDriver"}}),
+        "/etc/neutron/neutron.conf": _ini({
+            "DEFAULT": {
+                **COMMON,
+                "core_plugin": "ml2",
+                "service_plugins": "router",
+                "auth_strategy": "keystone",
+                "allow_overlapping_ips": True,
+                "notify_nova_on_port_status_changes": True,
+                "notify_nova_on_port_data_changes": True,
+                "api_workers": 1,
+                "rpc_workers": 1,
+                # state reports go to the one RPC worker: a process of its own costs 150 MiB
+                "rpc_state_report_workers": 0,
+                "dhcp_agents_per_network": 1,
+                "interface_driver": "linuxbridge",
+            },
+            "database": {"connection": db_url("neutron", "neutron")},
+            "keystone_authtoken": _auth("neutron", pw["neutron"]),
+            "nova": _client("nova", pw["nova"]),
+            "placement": _client("placement", pw["placement"]),
+            "agent": {"root_helper": "sudo neutron-rootwrap /etc/neutron/rootwrap.conf",
+                      "report_interval": 10},
+            "experimental": {"linuxbridge": True},
+            "oslo_concurrency": {"lock_path": "/var/lib/neutron/tmp"},
+            # One thread per privsep daemon: with more, the eventlet-patched agents hit
+            # "greenlet.error: cannot switch to a different thread" and the DHCP agent
+            # never starts dnsmasq.
+            **{section: {"thread_pool_size": 1} for section in PRIVSEP_SECTIONS},
+        }),
+        "/etc/neutron/plugins/ml2/ml2_conf.ini": _ini({
+            # One machine: tenant networks are local bridges; the external network is flat
+            # on the veth that leads to the machine running kos.
+            "ml2": {
+                "type_drivers": "flat,local",
+                "tenant_network_types": "local",
+                "mechanism_drivers": "linuxbridge",
+                "extension_drivers": "port_security",
+            },
+            "ml2_type_flat": {"flat_networks": PHYSNET},
+            "securitygroup": {"enable_ipset": True},
+        }),
+        "/etc/neutron/plugins/ml2/linuxbridge_agent.ini": _ini({
+            "DEFAULT": {"host": HOST},
+            "linux_bridge": {"physical_interface_mappings": f"{PHYSNET}:{EXT_IF}"},
+            "vxlan": {"enable_vxlan": False},
+            "securitygroup": {"enable_security_group": True, "firewall_driver": "iptables"},
+            "agent": {"polling_interval": 1},
+        }),
+        "/etc/neutron/dhcp_agent.ini": _ini({
+            "DEFAULT": {
+                "host": HOST,
+                "interface_driver": "linuxbridge",
+                "dhcp_driver": "neutron.agent.linux.dhcp.Dnsmasq",
+                "enable_isolated_metadata": False,
+            },
+        }),
+        "/etc/neutron/l3_agent.ini": _ini({
+            "DEFAULT": {"host": HOST, "interface_driver": "linuxbridge", "agent_mode": "legacy"},
+        }),
+        "/etc/cinder/cinder.conf": _ini({
+            "DEFAULT": {
+                **COMMON,
+                "auth_strategy": "keystone",
+                "my_ip": INTERNAL,
+                "enabled_backends": "kos",
+                "osapi_volume_workers": 1,
+                "glance_api_servers": f"http://{INTERNAL}:9292",
+                "state_path": "/var/lib/cinder",
+            },
+            "database": {"connection": db_url("cinder", "cinder")},
+            "keystone_authtoken": {**_auth("cinder", pw["cinder"]),
+                                   "service_token_roles_required": True},
+            "nova": _client("nova", pw["nova"]),
+            "kos": {
+                "volume_driver": "cinder.volume.drivers.kos_file.KosFileDriver",
+                "volume_backend_name": "kos",
+                "kos_volume_dir": VOLUME_DIR,
+            },
+            "oslo_concurrency": {"lock_path": "/var/lib/cinder/tmp"},
+        }),
+    }
+
+
+def uwsgi_tuned(text, processes, threads):
+    text = re.sub(r"(?m)^processes\s*=.*$", f"processes = {processes}", text)
+    text = re.sub(r"(?m)^threads\s*=.*$", f"threads = {threads}", text)
+    # uwsgi's http-socket drops a kept-alive connection after a bodyless answer (204): the
+    # client's next request on it is reset. Neutron's file already says so; all of them do.
+    if "Connection: close" not in text:
+        text = text.rstrip("\n") + "\nadd-header = Connection: close\n"
+    return text
+
+
+MYSQL_TUNING = """\
+# kos rehearsal cloud: a small database for one all-in-one cloud.
+[mysqld]
+bind-address = 127.0.0.1
+innodb_buffer_pool_size = 48M
+innodb_log_buffer_size = 4M
+key_buffer_size = 8M
+max_connections = 300
+performance_schema = OFF
+table_open_cache = 400
+"""
+
+RABBIT_ENV = "NODE_IP_ADDRESS=127.0.0.1\nNODENAME=rabbit@localhost\n"
+RABBIT_CONF = (
+    "# kos rehearsal cloud: loopback only, little memory.\n"
+    "listeners.tcp.default = 127.0.0.1:5672\n"
+    "vm_memory_high_watermark.absolute = 256MB\n"
+    "loopback_users.guest = true\n"
+)

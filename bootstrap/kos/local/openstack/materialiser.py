@@ -1,0 +1,365 @@
+"""
+The rehearsal cloud's hypervisor side: turns what Nova's compute driver (payload/nova_kos.py)
+asks for into systemd-nspawn hosts on this machine, and answers.
+
+For a spawn it mounts an overlay of the image the server boots (named by the Glance image's
+manifest), lays Nova's config drive where cloud-init's ConfigDrive datasource reads a seed,
+plugs one veth per port (the port's MAC inside, Neutron's tap name in the cloud) and boots
+the host; its console goes where the driver reads console output. A destroy powers the host
+off and removes its namespace and disk. An attached volume is a loop device over Cinder's
+volume file, visible in the host as ``/dev/vdX`` and ``/dev/disk/by-id/virtio-<serial>``.
+
+It runs as a daemon per cloud (``python -m kos.local.openstack.materialiser <config>``),
+started by ``kos up --cloud local`` and stopped by ``kos down``; a request is answered only
+when done, and a restart picks up any request still waiting.
+"""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .. import hosts as hosts_mod
+from .. import net
+from . import config
+
+CONFIG_DRIVE_SEED = "/var/lib/cloud/seed/config_drive"
+SALT_COMMANDS = ("salt", "salt-call", "salt-key", "salt-run", "salt-master", "salt-minion", "salt-cp")
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+STANDIN_ENV = r"""#!/bin/sh
+# kos rehearsal cloud: the stand-ins' node address is the one this minion reaches its master from.
+master=$(sed -n 's/^"\{0,1\}master"\{0,1\}: *"\{0,1\}\([0-9.]*\).*/\1/p' /etc/salt/minion.d/kos.conf)
+src=$(ip -4 -o route get "$master" | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+mkdir -p /run/kos
+echo "KOS_STANDIN_IP=$src" > /run/kos/standin.env
+"""
+
+
+ENTRY = "import sys; from kos.local.openstack.materialiser import main; main(sys.argv[1:2])"
+
+
+def argv_marker(cluster):
+    return f"--kos-materialiser={cluster}"
+
+
+class Materialiser:
+    def __init__(self, cfg):
+        self.cluster = cfg["cluster"]
+        self.local = Path(cfg["local_dir"])
+        self.cloud_root = self.local / "cloud" / "merged"
+        self.spool = self.cloud_root / config.SPOOL.lstrip("/")
+        self.binds = cfg["binds"]
+        self.venv_bin = cfg["venv_bin"]
+        self.standins = cfg["standins"]
+        self.standin_env = cfg.get("standin_env", {})
+        self.locks = {}
+        self.lock = threading.Lock()
+        self.inflight = set()
+        self.stopping = False
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _uuid_lock(self, uuid):
+        with self.lock:
+            return self.locks.setdefault(uuid, threading.Lock())
+
+    def machine(self, uuid):
+        return hosts_mod.Machine(
+            net.host_ns(self.cluster, uuid), self.local / "hosts" / uuid,
+            console=self.spool / "consoles" / f"{uuid}.log",
+        )
+
+    def record_path(self, uuid):
+        return self.spool / "instances" / f"{uuid}.json"
+
+    def record(self, uuid):
+        try:
+            return json.loads(self.record_path(uuid).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def save(self, rec):
+        path = self.record_path(rec["uuid"])
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(rec, indent=2, sort_keys=True))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+
+    def reply(self, name, ok, error=None):
+        path = self.spool / "replies" / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(json.dumps({"ok": ok, "error": error}))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+
+    def log(self, message):
+        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def serve(self):
+        self.reconcile()
+        with ThreadPoolExecutor(8) as pool:
+            while not self.stopping:
+                for path in sorted((self.spool / "requests").glob("[0-9]*.json")):
+                    if path.name not in self.inflight:
+                        self.inflight.add(path.name)
+                        pool.submit(self.handle, path)
+                time.sleep(0.2)
+
+    def handle(self, path):
+        try:
+            doc = json.loads(path.read_text())
+            op, uuid = doc["op"], doc["uuid"]
+            with self._uuid_lock(uuid):
+                self.log(f"{op} {uuid} ({doc.get('name')})")
+                try:
+                    getattr(self, f"op_{op}")(doc)
+                except Exception as exc:  # noqa: BLE001 - every failure is Nova's answer
+                    self.log(f"{op} {uuid} failed: {exc}\n{traceback.format_exc()}")
+                    self.reply(path.name, False, f"{type(exc).__name__}: {exc}")
+                else:
+                    self.reply(path.name, True)
+        finally:
+            path.unlink(missing_ok=True)
+            self.inflight.discard(path.name)
+
+    def reconcile(self):
+        """Hosts Nova thinks run but that are not running (this machine restarted): boot
+        them again, as a hypervisor resumes its guests."""
+        for path in (self.spool / "instances").glob("*.json"):
+            rec = self.record(path.stem)
+            if rec and rec.get("state") == "running" and not self.machine(rec["uuid"]).nspawn_pid():
+                self.log(f"resuming {rec['uuid']}")
+                try:
+                    self._boot(rec)
+                except Exception as exc:  # noqa: BLE001
+                    self.log(f"resume {rec['uuid']} failed: {exc}")
+
+    # -- operations -----------------------------------------------------------------------
+
+    def _host_image(self, image_id):
+        if not image_id:
+            raise RuntimeError("the server has no image (boot from volume is not supported)")
+        data = self.cloud_root / "var/lib/glance/images" / image_id
+        try:
+            manifest = json.loads(data.read_text())
+            stack = manifest["kos_host_image"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise RuntimeError(f"image {image_id} is not a rehearsal host image: {exc}") from exc
+        missing = [p for p in stack if not Path(p).is_dir()]
+        if missing:
+            raise RuntimeError(f"image {image_id}: layers missing on this machine: {missing}")
+        return ":".join(stack)
+
+    def op_spawn(self, doc):
+        uuid = doc["uuid"]
+        m = self.machine(uuid)
+        m.mount(self._host_image(doc.get("image_id")))
+        for path, data in (doc.get("config_drive") or {}).items():
+            m.write(f"{CONFIG_DRIVE_SEED}/{path}", base64.b64decode(data), 0o600)
+        self._rehearsal_files(m)
+        rec = {
+            "uuid": uuid, "name": doc.get("name"), "hostname": doc.get("hostname"),
+            "display_name": doc.get("display_name"), "machine": m.name,
+            "nics": doc.get("nics") or [], "volumes": {},
+            "state": "running" if doc.get("power_on", True) else "shutdown",
+        }
+        self.save(rec)
+        if rec["state"] == "running":
+            self._boot(rec)
+
+    def _boot(self, rec):
+        m = self.machine(rec["uuid"])
+        netns = net.plug_host(self.cluster, rec["uuid"], rec["nics"])
+        m.start(netns, binds=self.binds, extra=["--resolv-conf=delete"])
+        for vol_id, vol in rec.get("volumes", {}).items():
+            self._hot_add(m, vol_id, vol)
+
+    def op_destroy(self, doc):
+        uuid = doc["uuid"]
+        m = self.machine(uuid)
+        m.stop()
+        rec = self.record(uuid) or {}
+        for vol in (rec.get("volumes") or {}).values():
+            _losetup_detach(vol.get("loop"))
+        net.unplug_host(self.cluster, uuid)
+        m.unmount()
+        if doc.get("destroy_disks", True):
+            hosts_mod.remove_disks(m.dir)
+            (self.spool / "consoles" / f"{uuid}.log").unlink(missing_ok=True)
+        self.record_path(uuid).unlink(missing_ok=True)
+
+    def op_power_off(self, doc):
+        rec = self._require(doc["uuid"])
+        self.machine(rec["uuid"]).stop()
+        rec["state"] = "shutdown"
+        self.save(rec)
+
+    def op_power_on(self, doc):
+        rec = self._require(doc["uuid"])
+        rec["state"] = "running"
+        self.save(rec)
+        self._boot(rec)
+
+    def op_reboot(self, doc):
+        rec = self._require(doc["uuid"])
+        self.machine(rec["uuid"]).stop()
+        rec["state"] = "running"
+        self.save(rec)
+        self._boot(rec)
+
+    def op_attach_volume(self, doc):
+        rec = self._require(doc["uuid"])
+        path = doc.get("path")
+        if not path:
+            raise RuntimeError("the volume's connection has no device path")
+        backing = self.cloud_root / path.lstrip("/")
+        loop = subprocess.run(["losetup", "--find", "--show", str(backing)],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        vol = {"loop": loop, "device": doc.get("mountpoint") or "/dev/vdb"}
+        rec["volumes"][doc["volume_id"]] = vol
+        self.save(rec)
+        m = self.machine(rec["uuid"])
+        if m.pid1():
+            self._hot_add(m, doc["volume_id"], vol)
+
+    def op_detach_volume(self, doc):
+        rec = self._require(doc["uuid"])
+        vol = rec["volumes"].pop(doc["volume_id"], None)
+        if vol:
+            m = self.machine(rec["uuid"])
+            if m.pid1():
+                serial = doc["volume_id"][:20]
+                m.run("rm", "-f", vol["device"], f"/dev/{Path(vol['loop']).name}",
+                      f"/dev/disk/by-id/virtio-{serial}", check=False)
+            _losetup_detach(vol.get("loop"))
+        self.save(rec)
+
+    def _require(self, uuid):
+        rec = self.record(uuid)
+        if rec is None:
+            raise RuntimeError(f"no host for server {uuid}")
+        return rec
+
+    def _hot_add(self, m, volume_id, vol):
+        """What udev would do on a KVM host: the disk's node and its by-id link."""
+        major, minor = _devnum(vol["loop"])
+        dev, loopname = vol["device"], Path(vol["loop"]).name
+        serial = volume_id[:20]
+        script = (
+            f"rm -f {dev} /dev/{loopname}; mknod -m 660 {dev} b {major} {minor}; "
+            # libblkid finds filesystems by UUID by scanning the names in /proc/partitions.
+            f"mknod -m 660 /dev/{loopname} b {major} {minor}; "
+            f"mkdir -p /dev/disk/by-id; ln -sfn ../../{Path(dev).name} /dev/disk/by-id/virtio-{serial}"
+        )
+        m.run("sh", "-c", script)
+
+    # -- what only the rehearsal cloud needs -----------------------------------------------
+
+    def _rehearsal_files(self, m):
+        """Salt "preinstalled" from the project's virtualenv (bound read-only), and the
+        Kubernetes stand-ins on the minion's PATH: this checkout's paths, so per host."""
+        for cmd in SALT_COMMANDS:
+            link = m.path(f"/usr/local/bin/{cmd}")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.unlink(missing_ok=True)
+            link.symlink_to(Path(self.venv_bin) / cmd)
+        env = {
+            "PATH": f"{self.standins}/bin:/snap/bin:{SYSTEM_PATH}",
+            "KOS_STANDIN_ROOT": "/",
+            **self.standin_env,
+        }
+        m.write("/usr/local/sbin/kos-standin-env", STANDIN_ENV, 0o755)
+        lines = ["# kos rehearsal cloud: the Kubernetes distributions are the test stand-ins.",
+                 "[Service]", *[f"Environment={k}={v}" for k, v in env.items()],
+                 "ExecStartPre=/usr/local/sbin/kos-standin-env",
+                 "EnvironmentFile=-/run/kos/standin.env", ""]
+        m.write("/etc/systemd/system/salt-minion.service.d/kos-rehearsal.conf", "\n".join(lines))
+
+
+def _devnum(path):
+    st = os.stat(path)
+    return os.major(st.st_rdev), os.minor(st.st_rdev)
+
+
+def _losetup_detach(loop):
+    if loop:
+        subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+
+# -- the daemon ------------------------------------------------------------------------------
+
+
+def running(cluster):
+    """PIDs of this cluster's materialiser."""
+    marker = argv_marker(cluster).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in argv:
+                found.append(int(entry.name))
+    return found
+
+
+def start(cfg, log_path, fingerprint):
+    """Start the daemon unless one of this code runs already; returns its PID."""
+    cluster = cfg["cluster"]
+    cfg_path = Path(cfg["local_dir"]) / "materialiser.json"
+    current = json.loads(cfg_path.read_text()) if cfg_path.exists() else None
+    pids = running(cluster)
+    if pids and current == {**cfg, "fingerprint": fingerprint}:
+        return pids[0]
+    stop(cluster)
+    cfg_path.write_text(json.dumps({**cfg, "fingerprint": fingerprint}, indent=2, sort_keys=True))
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ENTRY, str(cfg_path), argv_marker(cluster)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def stop(cluster, timeout=30):
+    pids = running(cluster)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while running(cluster) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in running(cluster):
+        os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def main(argv=None):
+    argv = argv or sys.argv[1:]
+    cfg = json.loads(Path(argv[0]).read_text())
+    mat = Materialiser(cfg)
+
+    def on_term(signum, frame):
+        mat.stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    mat.log(f"materialiser for cloud {cfg['cluster']} serving {mat.spool}")
+    mat.serve()
+    mat.log("materialiser stopped")
+
+
+if __name__ == "__main__":
+    main()
