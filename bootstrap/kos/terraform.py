@@ -15,8 +15,13 @@ import time
 from pathlib import Path
 
 from . import ui
-from .errors import TerraformError
+from .errors import InputError, TerraformError
 from .state import fingerprint
+
+# A lock file to use instead of the repository's: for providers installed from a mirror
+# of builds made from source (their hashes are not the registry's).
+LOCK_FILE_ENV = "KOS_PROVIDER_LOCK_FILE"
+LOCK_FILE = ".terraform.lock.hcl"
 
 KEEP = {".terraform", "terraform.tfstate", "terraform.tfstate.backup", "plan.tfplan"}
 IGNORE = shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*", "backend.tf", "*.tfplan")
@@ -54,6 +59,9 @@ class Terraform:
     def config_fingerprint(self):
         """Digest of the Terraform sources: a changed module means apply again."""
         digest = []
+        lock = os.environ.get(LOCK_FILE_ENV)
+        if lock:
+            digest.append((LOCK_FILE, hashlib.sha256(Path(lock).read_bytes()).hexdigest()))
         for path in sorted(self.source_dir.rglob("*")):
             rel = path.relative_to(self.source_dir)
             if (
@@ -76,6 +84,15 @@ class Terraform:
                 continue
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         shutil.copytree(self.source_dir, self.work_dir, ignore=IGNORE, dirs_exist_ok=True)
+        lock = os.environ.get(LOCK_FILE_ENV)
+        if lock:
+            if not Path(lock).is_file():
+                raise InputError(
+                    f"{LOCK_FILE_ENV} names {lock}, which is not a file",
+                    fix=f"point {LOCK_FILE_ENV} at the lock file of your provider mirror, or "
+                    "unset it to use the repository's terraform/.terraform.lock.hcl",
+                )
+            shutil.copy(lock, self.work_dir / LOCK_FILE)
         if self.backend == "http":
             gitlab = self.source_dir / "backend.tf.gitlab"
             if not gitlab.exists():
