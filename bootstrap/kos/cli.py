@@ -213,15 +213,55 @@ def preflight(as_json, **kw):
     show_default=True,
     help="Directory for plan.txt and changes.json (no secrets in either).",
 )
-def plan(out_dir, **kw):
-    """terraform plan for the inputs; the binary plan stays in the state directory."""
+@click.option(
+    "--plan-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also save the plan for `kos apply --plan-file` (encrypted with KOS_PLAN_KEY when a "
+    "sensitive variable is set), and <out>/report.json, GitLab's Terraform report.",
+)
+def plan(out_dir, plan_file, **kw):
+    """terraform plan for the inputs: the readable plan, and the plan file with --plan-file."""
     dep = workflow.Deployment(_settings(**kw))
-    with ui.step("terraform plan"):
-        changes, text = dep.backend.plan(dep.inputs, dep.state.path / "terraform" / "plan.tfplan")
+    if plan_file:
+        terraform_mod.check_plan_can_be_saved(dep.inputs)
+    # Terraform's plan file holds every variable's value: it does not stay in the state dir.
+    binary = dep.state.path / "terraform" / "plan.tfplan"
+    try:
+        with ui.step("terraform plan"):
+            changes, text = dep.backend.plan(dep.inputs, binary)
+        summary = {"cluster": dep.cluster, "changes": len(changes)}
+        if plan_file:
+            saved = terraform_mod.save_plan(binary, plan_file)
+            summary.update(plan_file=str(plan_file), encrypted=saved["encrypted"])
+    finally:
+        binary.unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "plan.txt").write_text(text)
     (out_dir / "changes.json").write_text(json.dumps(changes, indent=2) + "\n")
-    ui.data({"cluster": dep.cluster, "changes": len(changes), "plan": str(out_dir / "plan.txt")})
+    summary["plan"] = str(out_dir / "plan.txt")
+    if plan_file:
+        report = terraform_mod.report(changes)
+        (out_dir / "report.json").write_text(json.dumps(report) + "\n")
+        summary.update(report)
+    ui.data(summary)
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@yes_option
+@click.option(
+    "--plan-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The plan `kos plan --plan-file` saved (and a person reviewed).",
+)
+def apply(plan_file, yes, **kw):
+    """terraform apply of exactly a saved plan; refuses changed variables or a moved state."""
+    dep = workflow.Deployment(_settings(**kw))
+    summary = terraform_mod.apply_saved_plan(dep, plan_file, _confirmer(yes))
+    ui.data({"cluster": dep.cluster, "applied": summary or {}})
     return errors.EXIT_OK
 
 
