@@ -6,7 +6,7 @@ to stderr, data to stdout. Exit codes:
 
 0 success; 1 unexpected error (bug); 2 usage error; 3 bad input (nothing changed);
 4 preflight failed; 5 Terraform failed; 6 converge failed; 7 cleanup left resources;
-8 aborted (confirmation declined; use --yes); 9 status: cluster degraded.
+8 aborted (confirmation declined; use --yes); 9 status: cluster degraded; 10 drift found.
 """
 
 import json
@@ -293,6 +293,23 @@ def converge(**kw):
     workflow.converge(dep, always=True)
     ui.data({"cluster": dep.cluster, "converged": True})
     return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@outputs_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def drift(as_json, **kw):
+    """What state.highstate test=True would change, and hand edits under /srv; exit 10 if any."""
+    from . import drift as drift_mod
+
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    doc = drift_mod.drift(dep)
+    if as_json:
+        ui.data(doc)
+    else:
+        ui.data(drift_mod.format_report(doc), as_json=False)
+    return errors.EXIT_DRIFT if doc["drift"] else errors.EXIT_OK
 
 
 @cli.command()
