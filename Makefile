@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.kos-installed
 SYSTEM_PACKAGES := iproute2 openssl iptables haproxy openssh-server openssh-client rsync \
 	systemd-container debootstrap
 
-.PHONY: all venv sysdeps test demo demo-down clean
+.PHONY: all venv sysdeps test demo demo-down pipeline clean
 
 all: venv
 
@@ -39,6 +39,13 @@ demo: $(STAMP) sysdeps
 
 demo-down: $(STAMP)
 	$(BIN)/python -m kos.demo down
+
+# The pipeline's jobs for one environment, run here by gitlab-ci-local (README, "Run the
+# pipeline locally"): make pipeline KOS_ENV=dev [PIPELINE_JOBS="validate plan:dev"]
+KOS_ENV ?= dev
+PIPELINE_JOBS ?= validate plan:$(KOS_ENV)
+pipeline: $(STAMP)
+	ci/local-pipeline.sh $(PIPELINE_ARGS) $(PIPELINE_JOBS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -36,14 +36,31 @@ lint_venv() {
 
 # OpenStack credentials come only from masked CI variables: a clouds.yaml as a File variable
 # (KOS_CLOUDS_YAML, with OS_CLOUD naming the entry) or OS_* variables (application
-# credentials recommended). Terraform's GitLab state uses the job token.
+# credentials recommended). Terraform's GitLab state: kos derives it from KOS_ENV and the job
+# token.
 cloud_env() {
   if [ -n "${KOS_CLOUDS_YAML:-}" ]; then
     export OS_CLIENT_CONFIG_FILE="$KOS_CLOUDS_YAML"
   fi
-  if [ -n "${TF_HTTP_ADDRESS:-}" ] && [ -z "${TF_HTTP_PASSWORD:-}" ] && [ -n "${CI_JOB_TOKEN:-}" ]; then
-    export TF_HTTP_PASSWORD="$CI_JOB_TOKEN"
+}
+
+# gitlab-ci-local, pinned and installed once under the user cache dir (npm registry).
+# 4.65.0 is the newest release that runs on Node.js 20 (later ones use Node 22 APIs).
+GITLAB_CI_LOCAL_VERSION=4.65.0
+gitlab_ci_local() {
+  local prefix exe
+  prefix="$(cache_dir)/npm/gitlab-ci-local-$GITLAB_CI_LOCAL_VERSION"
+  exe="$prefix/node_modules/.bin/gitlab-ci-local"
+  if [ ! -x "$exe" ]; then
+    command -v npm >/dev/null || { echo "npm is needed to install gitlab-ci-local" >&2; return 1; }
+    mkdir -p "$(dirname "$prefix")"
+    (
+      flock 9
+      [ -x "$exe" ] || npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
+        "gitlab-ci-local@$GITLAB_CI_LOCAL_VERSION" >&2
+    ) 9>"$prefix.lock"
   fi
+  echo "$exe"
 }
 
 # The deploy key lives in the agent for this job only (SSH_PRIVATE_KEY: a masked File

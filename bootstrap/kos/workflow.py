@@ -5,6 +5,7 @@ directory; the CLI only parses options and calls these.
 
 import json
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ class Settings:
     pillar_dir: Path = REPO / "pillar"
     # Hostnames whose servers `kos up` rebuilds (terraform apply -replace).
     replace: tuple = ()
+    # The environment (environments/<env>/) whose variables and state these are.
+    env: str = None
+    # Pinned host keys; they replace the state directory's known_hosts before SSH.
+    known_hosts: Path = None
 
 
 class Deployment:
@@ -94,6 +99,8 @@ class Deployment:
     def master(self):
         outputs = self.require_outputs()
         self.state.ensure()
+        if self.settings.known_hosts:
+            shutil.copyfile(self.settings.known_hosts, self.state.path / "known_hosts")
         ssh = Ssh(
             self.state.path,
             outputs["bastion_floating_ip"],

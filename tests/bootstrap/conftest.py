@@ -162,6 +162,7 @@ def cloud_kos(fake_cloud, workdir, ssh_agent, terraform_env):  # noqa: F811 - th
         SSH_AUTH_SOCK=ssh_agent.sock,
         XDG_CONFIG_HOME=workdir.parent / "xdg",
         TF_CLI_CONFIG_FILE=terraform_env["cli_config"],
+        KOS_PROVIDER_LOCK_FILE=terraform_env["lock_file"],
         TF_IN_AUTOMATION="1",
         CHECKPOINT_DISABLE="1",
     )

