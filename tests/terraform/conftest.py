@@ -17,39 +17,22 @@ import pytest
 from kos_terraform_support import (
     CHECKOV_INSTALL_TIMEOUT,
     CHECKOV_VERSION,
-    GO_TOOLCHAIN,
     MIRROR_LOCK_FILE,
     PROVIDER_SOURCE,
-    PROVIDER_VERSION,
-    build_provider,
     cache_root,
     copy_terraform,
     locked,
-    terraform_platform,
 )
 
 
 @pytest.fixture(scope="session")
 def provider_mirror() -> Path:
-    """A filesystem mirror holding the real provider, built once and cached."""
-    plat = terraform_platform()
-    root = (
-        cache_root() / "terraform-providers" / f"openstack-{PROVIDER_VERSION}-{GO_TOOLCHAIN}-{plat}"
-    )
-    mirror = root / "mirror"
-    # Unpacked layout: the directory holds nothing but the binary, so its h1: hash is stable.
-    binary = (
-        mirror
-        / PROVIDER_SOURCE
-        / PROVIDER_VERSION
-        / plat
-        / f"terraform-provider-openstack_v{PROVIDER_VERSION}"
-    )
-    if not binary.exists():
-        with locked(root / "build.lock"):
-            if not binary.exists():
-                build_provider(binary)
-    return mirror
+    """A filesystem mirror holding the real provider, built once and cached (the same one
+    ``kos up --cloud local`` uses)."""
+    from kos.local import provider
+
+    provider.ensure()
+    return provider.mirror()
 
 
 @pytest.fixture(scope="session")

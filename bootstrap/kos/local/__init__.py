@@ -79,6 +79,7 @@ class LocalBackend(Backend):
         os.environ["OS_CLOUD"] = self.cloud.name
         os.environ.setdefault("OS_CLIENT_CONFIG_FILE", str(self._clouds_yaml()))
         os.environ["TF_CLI_CONFIG_FILE"] = str(provider.ensure())
+        os.environ["KOS_PROVIDER_LOCK_FILE"] = str(provider.MIRROR_LOCK_FILE)
 
     def _clouds_yaml(self):
         from .openstack.cloud import clouds_yaml_path

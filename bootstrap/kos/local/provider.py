@@ -18,6 +18,9 @@ from ..errors import PreflightError
 
 REPO = Path(__file__).resolve().parents[3]
 BUILD_DIR = REPO / "tests" / "terraform" / "provider"
+# The lock of this source build (terraform/.terraform.lock.hcl holds the registry's hashes,
+# which a source build cannot match); kos reads it from KOS_PROVIDER_LOCK_FILE.
+MIRROR_LOCK_FILE = BUILD_DIR / "mirror.terraform.lock.hcl"
 
 # Keep in step with terraform/versions.tf, tests/terraform/provider/go.mod and the lock file.
 VERSION = "3.4.0"
