@@ -46,6 +46,7 @@ GOOD = {
 }
 
 DELETE = object()
+SECRET = "s3cret-Value-42"
 HUGE = 10**30  # beyond msgpack: Salt carries it to the minion as the string "1000...0"
 
 
@@ -120,6 +121,8 @@ BAD = [
                  "got a list ['1.31/stable']", id="list-for-a-string"),
     pytest.param("core:sshd:port", str(HUGE), "core:sshd:port",
                  f"{HUGE} is out of range (above the maximum)", id="huge-integer-from-msgpack"),
+    pytest.param("core:sshd:port", HUGE, "core:sshd:port",
+                 f"{HUGE} is out of range (above the maximum)", id="huge-integer"),
     # ... and the kinds the validator already knew
     pytest.param("kos:networks:private_cidr", "10.1.0.0/33", "kos:networks:private_cidr",
                  "not a network in CIDR notation; use", id="cidr-prefix"),
@@ -165,7 +168,7 @@ BAD = [
     pytest.param("microk8s:channel", "1.31", "microk8s:channel", "not a snap channel",
                  id="channel"),
     pytest.param("microk8s:token:ttl", 600, "microk8s:token:ttl",
-                 "600 is not above microk8s:token:min_remaining (1800)", id="ttl-below-min"),
+                 "600 is not above microk8s:token:min_remaining (1800", id="ttl-below-min"),
     pytest.param("kubeadm:token:ttl", 600, "kubeadm:token:ttl",
                  "600 is not above kubeadm:token:min_remaining (900, the default)",
                  id="ttl-below-default-min"),
@@ -191,24 +194,28 @@ BAD = [
                  "core:nameservers", "has 4 entries", id="too-many-nameservers"),
     pytest.param("core:sysctl", {"fs.file-max": [1]}, "core:sysctl:fs.file-max",
                  "must be an integer or one line of text", id="sysctl-value"),
-    pytest.param("core:users:0:name", "Alice Smith", "core:users:0:name",
+    pytest.param("core:users", [{"name": "Alice Smith"}], "core:users:0:name",
                  "not a login name", id="user-name"),
-    pytest.param("core:users:0:sudo", "yes", "core:users:0:sudo", "must be true or false",
-                 id="user-sudo-word"),
-    pytest.param("core:users:0:ssh_keys", ["-----BEGIN OPENSSH PRIVATE KEY-----"],
+    pytest.param("core:users", [{"name": "alice", "sudo": "yes"}], "core:users:0:sudo",
+                 "must be true or false", id="user-sudo-word"),
+    pytest.param("core:users", [{"name": "alice", "ssh_keys": [f"-----BEGIN {SECRET}"]}],
                  "core:users:0:ssh_keys:0", "(not shown: secret) is not an OpenSSH public key",
                  id="ssh-key-not-echoed"),
     pytest.param("core:users", {"alice": {}}, "core:users", "must be a list", id="users-dict"),
-    pytest.param("core:users:1", {"name": "alice"}, "core:users:1:name", "listed twice",
-                 id="user-twice"),
-    pytest.param("file_transfer:files:0:source", "/tmp/x", "file_transfer:files:0:source",
-                 "not a salt:// URL", id="file-source"),
-    pytest.param("file_transfer:files:0:path", "etc/x", "file_transfer:files:0:path",
-                 "not an absolute path", id="file-path"),
-    pytest.param("file_transfer:files:0:mode", 644, "file_transfer:files:0:mode",
-                 "got an integer 644", id="file-mode-unquoted"),
-    pytest.param("file_transfer:files:1", {"path": "/etc/motd.d/x", "source": "salt://y"},
+    pytest.param("core:users", [{"name": "alice"}, {"name": "alice"}], "core:users:1:name",
+                 "listed twice", id="user-twice"),
+    pytest.param("file_transfer:files", [{"path": "/etc/motd.d/x", "source": "/tmp/x"}],
+                 "file_transfer:files:0:source", "not a salt:// URL", id="file-source"),
+    pytest.param("file_transfer:files", [{"path": "etc/x", "source": "salt://x"}],
+                 "file_transfer:files:0:path", "not an absolute path", id="file-path"),
+    pytest.param("file_transfer:files",
+                 [{"path": "/etc/motd.d/x", "source": "salt://x", "mode": 644}],
+                 "file_transfer:files:0:mode", "got an integer 644", id="file-mode-unquoted"),
+    pytest.param("file_transfer:files", [{"path": "/etc/motd.d/x", "source": "salt://x"},
+                                         {"path": "/etc/motd.d/x", "source": "salt://y"}],
                  "file_transfer:files:1:path", "listed twice", id="file-twice"),
+    pytest.param("kubeadm:ccm:credentials", SECRET, "kubeadm:ccm:credentials",
+                 "got a string (not shown: secret)", id="credentials-not-echoed"),
     pytest.param("kubeadm:version", 1.31, "kubeadm:version", "got a number 1.31",
                  id="version-float"),
     pytest.param("kubeadm:api:lb_port", 6443, "kubeadm:api:lb_port",
@@ -234,11 +241,19 @@ def test_each_bad_value_gives_one_error_naming_the_key_and_the_fix(path, value, 
     match = re.fullmatch(rf"pillar key '{re.escape(key)}': (.+?); (.+)", errors[0])
     assert match, errors[0]
     assert words in errors[0], errors[0]
+    assert SECRET not in errors[0]
 
 
 def test_the_table_has_forty_distinct_inputs():
     inputs = {(p.values[0], repr(p.values[1])) for p in BAD}
     assert len(inputs) == len(BAD) >= 40
+
+
+def test_salts_own_pillar_keys_are_known():
+    # A minion's pillar refresh adds schedule; pillar_opts adds master.
+    data = dict(GOOD, schedule={}, master={"interface": "0.0.0.0"}, beacons={},
+                mine_functions={"kos_private_ips": [{"mine_function": "network.ip_addrs"}]})
+    assert check(data) == []
 
 
 def test_distribution_differs_from_terraforms():
@@ -264,9 +279,6 @@ def test_a_rule_does_not_judge_a_key_that_already_has_an_error():
     # The node IPs cannot be inside a private network that is no network: one error.
     errors = check(with_value("kos:networks:private_cidr", "10.1.0.0/33"))
     assert [e.split("'")[1] for e in errors] == ["kos:networks:private_cidr"]
-
-
-SECRET = "s3cret-Value-42"
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,9 @@ REPO = SALT_TREE.parents[1]
 EXAMPLE_TEXT = (REPO / "pillar" / "pillar.example").read_text()
 EXAMPLE = yaml.safe_load(EXAMPLE_TEXT)
 # Documented in comments only: never set in a repository file, or set by Salt or kos itself.
-COMMENTED = {"kubeadm:ccm:credentials": "# credentials:", "mine_functions": "# mine_functions",
-             "microk8s:addons": "{enabled: bool, args: [...]}", "_errors": None}
+COMMENTED = {"kubeadm:ccm:credentials": "# credentials:", "mine_functions": "and mine_functions",
+             "microk8s:addons": "{enabled: bool, args: [...]}", "_errors": None,
+             "schedule": "schedule (", "beacons": "beacons,", "master": "master (pillar_opts)"}
 ANY = object()
 
 

@@ -14,7 +14,6 @@ Keywords beyond draft 4 (ignored by any other JSON Schema tool):
     secret    the value here and below is never shown in a message
     fix       how to fix a bad value (else derived from the type, range or format)
     key_fix   how to fix an unknown key of a mapping that has no close match
-    examples  a good value, quoted in the fix
     title     what the value or a mapping's keys are ("unknown addon", "unknown role")
 
 Errors read ``pillar key 'a:b:c': <problem>; <fix>``: one per bad key, with the key path
@@ -152,7 +151,6 @@ FORMATS = {
     "percent": (_regex(r"([1-9][0-9]?|100)%"), "a percentage of 1-100%", "'10%'"),
     "minion-id": (_regex(r"[a-z0-9][a-z0-9.-]*"), "a minion id (host.domain)",
                   "k8s-cp-1.prod.example.com"),
-    "sysctl": (_regex(r"[a-z0-9_][a-z0-9_.*/-]*"), "a sysctl name", "net.ipv4.ip_forward"),
     "text": (_regex(r"[^\n]+"), "one line of text", "RegionOne"),
     "secret": (_regex(r"\S+"), "a non-empty string", None),
 }
@@ -486,9 +484,14 @@ PILLAR = s.DictItem(
         "salt_master": SALT_MASTER,
         "microk8s": MICROK8S,
         "kubeadm": KUBEADM,
-        # Salt's own pillar keys.
+        # Salt's own pillar keys: a minion's pillar refresh always sets schedule, and
+        # pillar_opts adds master.
         "mine_functions": s.DictItem(description="Salt mine functions (kos/derived.sls).",
                                      additional_properties=True),
+        "schedule": s.DictItem(description="Salt's scheduler.", additional_properties=True),
+        "beacons": s.DictItem(description="Salt's beacons.", additional_properties=True),
+        "master": s.DictItem(description="The master's options (pillar_opts).",
+                             additional_properties=True),
         "_errors": listing("Salt's pillar render errors.", s.StringItem()),
     },
     additional_properties=False,
@@ -567,8 +570,8 @@ def key_path(parts):
 
 # Every keyword the walker applies or knows to be documentation only.
 KEYWORDS = frozenset("""type properties patternProperties additionalProperties required items
-    minItems maxItems minProperties enum format minimum maximum anyOf title description
-    examples fix key_fix secret""".split())
+    maxItems minProperties enum format minimum maximum anyOf title description fix key_fix
+    secret""".split())
 
 
 class Problem:
