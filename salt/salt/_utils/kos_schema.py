@@ -18,6 +18,10 @@ Keywords beyond draft 4 (ignored by any other JSON Schema tool):
 
 Errors read ``pillar key 'a:b:c': <problem>; <fix>``: one per bad key, with the key path
 as the user writes it in a pillar file.
+
+A new key: declare it in its section below (a format from FORMATS, or a new one there), a
+rule across keys with @rule; document it in pillar/pillar.example (a test holds the two
+equal) and, for a formula default, in its defaults.yaml (checked against this schema).
 """
 
 import copy
