@@ -1,22 +1,34 @@
-{#- Roles come from the pillar (kos:roles, derived from the Terraform layer). #}
-{%- set roles = salt['pillar.get']('kos:roles', []) %}
-{%- set distribution = salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{#- Roles come from the pillar (kos:roles, derived from the Terraform layer), the
+    distribution from kos:distribution (Terraform's kubernetes_distribution).
+    Nothing below uses a pillar value the validator has not passed: on an invalid pillar
+    only kos.validate runs, and fails naming the key and the fix, where a template would
+    otherwise fail with a traceback or "No matching sls found". Before the first module
+    sync (the highstate syncs after reading this file) the validator is not loaded yet;
+    the distribution is then checked here, and kos.validate runs first as always. #}
+{%- from "kos/map.jinja" import kos with context %}
+{%- if 'kos.pillar_errors' in salt %}
+{%- set valid = not salt['kos.pillar_errors']() %}
+{%- else %}
+{%- set valid = kos.distribution in ('microk8s', 'kubeadm') %}
+{%- endif %}
 base:
   '*':
     - kos.validate
+{%- if valid %}
     - core
     - file_transfer
-{%- if roles %}
+{%- if kos.roles %}
   '{{ grains['id'] }}':
-{%- if 'salt_master' in roles %}
+{%- if 'salt_master' in kos.roles %}
     - salt_master
 {%- endif %}
-{%- if 'bastion' in roles %}
+{%- if 'bastion' in kos.roles %}
     - bastion
 {%- endif %}
-{%- if 'first_control_plane' in roles %}
-    - {{ distribution }}.master
-{%- elif 'control_plane' in roles or 'worker' in roles %}
-    - {{ distribution }}.joined
+{%- if 'first_control_plane' in kos.roles %}
+    - {{ kos.distribution }}.master
+{%- elif 'control_plane' in kos.roles or 'worker' in kos.roles %}
+    - {{ kos.distribution }}.joined
+{%- endif %}
 {%- endif %}
 {%- endif %}

@@ -1,13 +1,10 @@
-"""The pillar validator on the kubeadm: keys, including where CCM credentials may live."""
+"""The pillar schema on the kubeadm keys, including where CCM credentials may live."""
 
 import copy
 
 import pytest
 
-from tests.unit.conftest import load
-from tests.unit.test_kos_validation import GOOD
-
-kos = load("modules", "kos")
+from tests.unit.test_kos_validation import GOOD, check
 
 CREDENTIALS = {"application_credential_id": "0123abcd", "application_credential_secret": "s3cret"}
 
@@ -27,16 +24,15 @@ def pillar(roles, **kubeadm):
 
 
 def test_control_plane_with_application_credential_is_valid():
-    assert kos.check_pillar(pillar(["control_plane", "kubernetes_node"],
-                                   ccm__credentials=CREDENTIALS)) == []
+    assert check(pillar(["control_plane", "kubernetes_node"], ccm__credentials=CREDENTIALS)) == []
 
 
 def test_worker_without_credentials_is_valid():
-    assert kos.check_pillar(pillar(["worker", "kubernetes_node"])) == []
+    assert check(pillar(["worker", "kubernetes_node"])) == []
 
 
 def test_credentials_on_a_worker_are_rejected():
-    errors = kos.check_pillar(pillar(["worker", "kubernetes_node"], ccm__credentials=CREDENTIALS))
+    errors = check(pillar(["worker", "kubernetes_node"], ccm__credentials=CREDENTIALS))
     assert errors == ["pillar key 'kubeadm:ccm:credentials': is readable on a node that is no "
                       "control plane; move it into the control-plane hosts' layers "
                       "(minions/<domain>/<host>.sls)"]
@@ -45,12 +41,12 @@ def test_credentials_on_a_worker_are_rejected():
 def test_control_plane_needs_credentials_and_auth_url():
     data = pillar(["control_plane"])
     del data["kubeadm"]["ccm"]["auth_url"]
-    errors = kos.check_pillar(data)
+    errors = check(data)
     assert any(e.startswith("pillar key 'kubeadm:ccm:auth_url': is missing") for e in errors)
     assert any(e.startswith("pillar key 'kubeadm:ccm:credentials': is missing") for e in errors)
     # without the cloud controller neither is needed
     data["kubeadm"]["ccm"]["enabled"] = False
-    assert kos.check_pillar(data) == []
+    assert check(data) == []
 
 
 @pytest.mark.parametrize(
@@ -63,7 +59,7 @@ def test_control_plane_needs_credentials_and_auth_url():
     ],
 )
 def test_bad_credentials(credentials, words):
-    errors = kos.check_pillar(pillar(["control_plane"], ccm__credentials=credentials))
+    errors = check(pillar(["control_plane"], ccm__credentials=credentials))
     assert len(errors) == 1 and words in errors[0], errors
 
 
@@ -71,30 +67,33 @@ def test_bad_credentials(credentials, words):
     "path, value, key, words",
     [
         ("version", "1.31", "kubeadm:version", "not a Kubernetes version"),
-        ("manage__packages", "yes", "kubeadm:manage:packages", "must be a bool"),
-        ("api__lb_port", 70000, "kubeadm:api:lb_port", "not a TCP port"),
-        ("api__endpoint", "10.1.0.100", "kubeadm:api:endpoint", "not host:port"),
+        ("manage__packages", "yes", "kubeadm:manage:packages", "must be true or false"),
+        ("api__lb_port", 70000, "kubeadm:api:lb_port", "70000 is out of range"),
+        ("api__endpoint", "10.1.0.100", "kubeadm:api:endpoint", "is not host:port"),
         ("encryption_algorithm", "DSA", "kubeadm:encryption_algorithm", "unknown algorithm"),
-        ("token__ttl", 600, "kubeadm:token:ttl", "not above min_remaining"),
+        ("token__ttl", 600, "kubeadm:token:ttl", "not above kubeadm:token:min_remaining (900)"),
         ("certificate_key__min_remaining", 7200, "kubeadm:certificate_key:min_remaining",
-         "within the key's two hours"),
+         "use an integer 0-7199"),
         ("etcd__external__endpoints", ["http://10.1.0.31:2379"], "kubeadm:etcd:external:endpoints:0",
          "not an https:// URL"),
-        ("kube_router__cluster_asn", 0, "kubeadm:kube_router:cluster_asn", "not an AS number"),
-        ("cert_sans", [42], "kubeadm:cert_sans:0", "must be a str"),
+        ("kube_router__cluster_asn", 0, "kubeadm:kube_router:cluster_asn", "out of range"),
+        ("cert_sans", [42], "kubeadm:cert_sans:0", "must be an IP address or DNS name"),
+        ("ccm__enabled", "true", "kubeadm:ccm:enabled", "must be true or false"),
+        ("ccm__auth_url", "keystone:5000", "kubeadm:ccm:auth_url", "not an http(s):// URL"),
+        ("haproxy__pidfile", "run/haproxy.pid", "kubeadm:haproxy:pidfile", "not an absolute"),
     ],
 )
 def test_bad_kubeadm_keys(path, value, key, words):
     data = pillar(["worker"], token__min_remaining=900, **{path: value})
-    errors = kos.check_pillar(data)
+    errors = check(data)
     assert len(errors) == 1, errors
     assert errors[0].startswith(f"pillar key '{key}': ") and words in errors[0], errors
 
 
 def test_external_etcd_client_files_are_absolute_paths():
     data = pillar(["worker"], etcd__external__endpoints=["https://10.1.0.31:2379"])
-    assert kos.check_pillar(data) == []
+    assert check(data) == []
     data["kubeadm"]["etcd"]["external"]["ca_file"] = "pki/ca.crt"
-    errors = kos.check_pillar(data)
-    assert errors == ["pillar key 'kubeadm:etcd:external:ca_file': 'pki/ca.crt' is not absolute; "
-                      "start it with /"]
+    errors = check(data)
+    assert errors == ["pillar key 'kubeadm:etcd:external:ca_file': 'pki/ca.crt' is not an "
+                      "absolute path; use an absolute path, e.g. /etc/kos"]

@@ -1,14 +1,20 @@
-"""pillar.example documents every key the formulas read, and is itself valid."""
-
+"""pillar.example documents every key of the schema, the schema accepts every key of
+pillar.example, and the formulas' defaults are valid pillar: the three cannot drift."""
 
 import pytest
 import yaml
 
-from tests.unit.conftest import SALT_TREE, load
+from tests.unit.conftest import SALT_TREE
+from tests.unit.test_kos_validation import DEFAULTS, check, schema
 
-kos = load("modules", "kos")
 REPO = SALT_TREE.parents[1]
-EXAMPLE = yaml.safe_load((REPO / "pillar" / "pillar.example").read_text())
+EXAMPLE_TEXT = (REPO / "pillar" / "pillar.example").read_text()
+EXAMPLE = yaml.safe_load(EXAMPLE_TEXT)
+# Documented in comments only: never set in a repository file, or set by Salt or kos itself.
+COMMENTED = {"kubeadm:ccm:credentials": "# credentials:", "mine_functions": "and mine_functions",
+             "microk8s:addons": "{enabled: bool, args: [...]}", "_errors": None,
+             "schedule": "schedule (", "beacons": "beacons,", "master": "master (pillar_opts)"}
+ANY = object()
 
 
 def key_paths(data, prefix=""):
@@ -19,17 +25,50 @@ def key_paths(data, prefix=""):
             yield from key_paths(value, f"{path}:")
 
 
+def declared(node, value=ANY, prefix=""):
+    """The schema's key paths, '*' for list items and free keys; with a value, only the
+    paths that value sets."""
+    for option in node.get("anyOf", [node]):
+        fixed = option.get("properties", {})
+        for key, child in fixed.items():
+            if value is ANY or isinstance(value, dict) and key in value:
+                yield prefix + key
+                if prefix + key not in COMMENTED:
+                    yield from declared(child, value if value is ANY else value[key],
+                                        f"{prefix}{key}:")
+        free = [*option.get("patternProperties", {}).values(), option.get("additionalProperties")]
+        for child in (c for c in free if isinstance(c, dict)):
+            entries = [ANY] if value is ANY else \
+                [v for k, v in value.items() if k not in fixed] if isinstance(value, dict) else []
+            for entry in entries:
+                yield from declared(child, entry, f"{prefix}*:")
+        if isinstance(option.get("items"), dict):
+            entries = [ANY] if value is ANY else value if isinstance(value, list) else []
+            for entry in entries:
+                yield from declared(option["items"], entry, f"{prefix}*:")
+
+
 def lookup(data, path):
     for part in path.split(":"):
         data = data[part]
     return data
 
 
-@pytest.mark.parametrize("formula", ["core", "bastion", "file_transfer", "salt_master", "microk8s", "kubeadm"])
+def test_example_is_valid():
+    assert check(EXAMPLE) == []
+
+
+def test_every_schema_key_is_documented_in_the_example():
+    missing = set(declared(schema.SCHEMA)) - set(declared(schema.SCHEMA, EXAMPLE)) - set(COMMENTED)
+    assert not missing, f"pillar.example does not document {sorted(missing)}"
+    for path, comment in COMMENTED.items():
+        assert comment is None or comment in EXAMPLE_TEXT, path
+
+
+@pytest.mark.parametrize("formula", schema.FORMULAS)
 def test_every_default_is_documented(formula):
-    defaults = yaml.safe_load((SALT_TREE / formula / "defaults.yaml").read_text())
     missing = []
-    for path in key_paths(defaults):
+    for path in key_paths(DEFAULTS[formula]):
         try:
             lookup(EXAMPLE[formula], path)
         except (KeyError, TypeError):
@@ -37,15 +76,15 @@ def test_every_default_is_documented(formula):
     assert not missing, f"pillar.example does not document {missing}"
 
 
+@pytest.mark.parametrize("formula", schema.FORMULAS)
+def test_defaults_are_valid_pillar(formula):
+    assert schema.check({formula: DEFAULTS[formula]}) == []
+
+
 def test_documented_defaults_match_defaults_yaml():
     # The example shows defaults; they must not drift from the formulas' own.
     for formula in ["core", "salt_master", "microk8s"]:
-        defaults = yaml.safe_load((SALT_TREE / formula / "defaults.yaml").read_text())
-        for path in key_paths(defaults):
-            value = lookup(defaults, path)
+        for path in key_paths(DEFAULTS[formula]):
+            value = lookup(DEFAULTS[formula], path)
             if not isinstance(value, dict) and path not in ("users",):
                 assert lookup(EXAMPLE[formula], path) == value, f"{formula}:{path}"
-
-
-def test_example_is_valid():
-    assert kos.check_pillar(EXAMPLE) == []
