@@ -73,6 +73,7 @@ def loaders(tmp_path_factory):
         pki_dir=str(root / "pki"),
         module_dirs=[str(REPO / "salt" / "salt" / "_modules")],
         states_dirs=[str(REPO / "salt" / "salt" / "_states")],
+        utils_dirs=[str(REPO / "salt" / "salt" / "_utils")],
     )
     return Loaders(opts)
 
