@@ -141,7 +141,9 @@ def test_extra_sans_reach_the_certificate_and_invalidate_the_published_token(nod
     published = json.loads(Path(join_file).read_text())
 
     ret = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.10"], snap_data=cp.snap_data)
-    assert ret.result is True and ret.changes == {"sans": {"old": [], "new": ["203.0.113.10"]}}
+    assert ret.result is True and ret.changes == {
+        "sans": {"old": [], "new": ["203.0.113.10"]},
+        "certificate": {"old": {"lacks": ["203.0.113.10"]}, "new": {"lacks": []}}}
     san = subprocess.run(
         ["openssl", "x509", "-in", f"{cp.snap_data}/certs/server.crt", "-noout", "-ext", "subjectAltName"],
         capture_output=True, text=True, check=True,

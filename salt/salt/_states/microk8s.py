@@ -342,7 +342,7 @@ def join_token_published(name, ttl=7200, min_remaining=1800, cidr=None, snap_dat
             ret["result"] = None
             ret["comment"] = f"a new join token would be issued ({reasons[0]})"
             return ret
-        if cidr and not __salt__["network.ip_addrs"](cidr=cidr):
+        if cidr and not __salt__["network.ip_addrs"](cidr=cidr, include_loopback=True):
             return _fail(ret, f"this node has no address in {cidr}: no token issued")
         # our own token (as Canonical's charm does): known before add-node, so it can
         # be withdrawn whatever fails after
