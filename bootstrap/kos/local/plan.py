@@ -76,6 +76,7 @@ def pillar(values):
     bastion, first = by_name["bastion"], nodes[0]
     return {
         "kos": {
+            "distribution": values["kubernetes_distribution"],
             "cluster_name": values["cluster_name"],
             "domain": domain,
             "deploy_user": values["deploy_user"],
