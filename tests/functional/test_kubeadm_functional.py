@@ -117,6 +117,7 @@ def pillar_for(lab, **kubeadm):
     data = {
         "kubernetes": {"distribution": "kubeadm"},
         "kos": {
+            "distribution": "kubeadm",
             "cluster_name": "kos-fn",
             "domain": "kos-fn.test",
             "networks": {"private_cidr": "127.0.0.0/8", "pod_cidr": "10.244.0.0/16",
@@ -367,6 +368,55 @@ def test_remove_orchestration_goes_one_node_at_a_time(loaders):
                  if isinstance(item, dict) for kv in item.items())
     assert reset["tgt"] == "k8s-worker-1.kos-fn.test" and reset["sls"] == "kubeadm.reset"
     assert reset["require"] == [{"salt": "kubeadm-orch-remove-drain-k8s-worker-1"}]
+
+
+def orch_steps(loaders, pillar):
+    data = loaders.modules.state.show_sls("orch.deploy", pillar=pillar)
+    assert isinstance(data, dict), data
+    steps = {}
+    for sid, body in data.items():
+        for module, args in body.items():
+            if isinstance(args, list):
+                steps[sid] = dict(kv for item in args if isinstance(item, dict)
+                                  for kv in item.items())
+                steps[sid]["__fun__"] = f"{module}.{args[0]}" if isinstance(args[0], str) else module
+    return steps
+
+
+def test_the_orchestration_reads_the_distribution_from_kos(loaders):
+    """Not from a minion's cached pillar: kos:distribution, which Terraform writes."""
+    steps = orch_steps(loaders, {"kos": {"distribution": "kubeadm"},
+                                 "kubernetes": {"distribution": "microk8s"}})
+    assert "kos-orch-deploy-kubeadm-credentials-workers" in steps
+    assert steps["kos-orch-deploy-kubeadm-revoke"]["tgt"] == MINION_ID
+    microk8s = orch_steps(loaders, {"kos": {"distribution": "microk8s"}})
+    assert not any("kubeadm" in sid for sid in microk8s)
+    # every step waits for every targeted minion to answer
+    ping = steps["kos-orch-deploy-ping"]
+    assert ping["expect_minions"] is True and ping["tgt_type"] == "list"
+    assert set(ping["tgt"].split(",")) == {"salt.kos-fn.test", MINION_ID,
+                                           "k8s-worker-1.kos-fn.test"}
+    assert steps["kos-orch-deploy-sync"]["require"] == [{"salt": "kos-orch-deploy-ping"}]
+
+
+def test_the_orchestration_honours_exclude_and_limit(loaders):
+    worker = "k8s-worker-1.kos-fn.test"
+    excluded = orch_steps(loaders, {"exclude": [worker]})
+    assert "kos-orch-deploy-workers" not in excluded
+    assert worker not in excluded["kos-orch-deploy-ping"]["tgt"].split(",")
+    # without the first control plane nobody gets join credentials
+    no_first = orch_steps(loaders, {"exclude": [MINION_ID]})
+    assert not any("kubeadm" in sid or "first-control-plane" in sid for sid in no_first)
+    assert no_first["kos-orch-deploy-workers"]["tgt"] == worker
+    limited = orch_steps(loaders, {"limit": [worker]})
+    assert set(limited["kos-orch-deploy-ping"]["tgt"].split(",")) == {worker, MINION_ID}
+    assert "kos-orch-deploy-first-control-plane" not in limited
+    assert "kos-orch-deploy-salt-master" not in limited
+    assert limited["kos-orch-deploy-kubeadm-credentials-workers"]["sls"] == "kubeadm.credentials"
+    assert limited["kos-orch-deploy-workers"]["tgt"] == worker
+    bad = orch_steps(loaders, {"exclude": "k8s-worker-1.kos-fn.test"})
+    assert list(bad) == ["kos-orch-deploy-options"]
+    assert "must be a list of minion ids" in bad["kos-orch-deploy-options"]["name"]
 
 
 def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
