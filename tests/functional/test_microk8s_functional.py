@@ -92,6 +92,11 @@ def on(monkeypatch, loaders):
     return select
 
 
+def record(nodes):
+    """Where the addon states note the arguments they enabled with: on the node's disk."""
+    return str(nodes["cp"].root / "etc" / "kos" / "microk8s-addons.json")
+
+
 def test_microk8s_module_loads_only_after_the_snap(nodes, on):
     salt = on(nodes["cp"])
     assert "microk8s.status" not in salt.modules
@@ -113,21 +118,21 @@ def test_status_and_addons_against_the_standin(nodes, on):
 
 def test_addon_states_test_mode_then_apply(nodes, on):
     salt = on(nodes["cp"])
-    predicted = salt.states.microk8s.addon_enabled("hostpath-storage", test=True)
+    predicted = salt.states.microk8s.addon_enabled("hostpath-storage", test=True, record=record(nodes))
     assert predicted.result is None
     assert predicted.changes == {"hostpath-storage": {"old": "disabled", "new": "enabled"}}
     assert salt.modules.microk8s.addons()["hostpath-storage"] == "disabled"
-    applied = salt.states.microk8s.addon_enabled("hostpath-storage")
+    applied = salt.states.microk8s.addon_enabled("hostpath-storage", record=record(nodes))
     assert applied.result is True and applied.changes == predicted.changes
-    assert salt.states.microk8s.addon_enabled("hostpath-storage").changes == {}
+    assert salt.states.microk8s.addon_enabled("hostpath-storage", record=record(nodes)).changes == {}
     # unknown to the catalogue: the CLI's words come back
-    bad = salt.states.microk8s.addon_enabled("dnss")
+    bad = salt.states.microk8s.addon_enabled("dnss", record=record(nodes))
     assert bad.result is False
 
 
 def test_helm3_cannot_be_disabled(nodes, on):
     salt = on(nodes["cp"])
-    ret = salt.states.microk8s.addon_disabled("helm3")
+    ret = salt.states.microk8s.addon_disabled("helm3", record=record(nodes))
     assert ret.result is False and "is enabled" in ret.comment
 
 

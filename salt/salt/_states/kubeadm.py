@@ -57,7 +57,7 @@ def _remove(path):
 
 
 def _state_file(name, path=None):
-    return path or os.path.join(__salt__["config.get"]("kos:state_dir", "/etc/kos"), name)
+    return path or __utils__["kos_state.state_file"](__salt__, name)
 
 
 def _pending(wanted, control_planes=None, stacked_etcd=True):
@@ -584,10 +584,7 @@ def manifest_applied(name, record=None, kubeconfig=None):
     ret = _ret(name)
     if not _installed():
         return _missing(ret, f"apply {name}")
-    record = record or os.path.join(
-        __salt__["config.get"]("kos:state_dir", "/etc/kos"), "applied",
-        os.path.basename(name) + ".sha256",
-    )
+    record = record or _state_file(os.path.join("applied", os.path.basename(name) + ".sha256"))
     try:
         text = __utils__["kos_state.read_text"](name)
         if text is None:

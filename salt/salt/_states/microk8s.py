@@ -51,10 +51,6 @@ def _snap_data(snap_data=None):
     return snap_data or __salt__["config.get"]("microk8s:snap_data", "/var/snap/microk8s/current")
 
 
-def _state_file(name):
-    return os.path.join(__salt__["config.get"]("kos:state_dir", "/etc/kos"), name)
-
-
 def running(name, timeout=120):
     """
     Ensure the node's services run and the node is ready.
@@ -95,7 +91,7 @@ def _addon(name, want, args=None, force=False, destroy_storage=False, record=Non
     verb = "enable" if want == "enabled" else "disable"
     if not _installed():
         return _missing(ret, f"{verb} addon {short}", {short: {"old": None, "new": want}})
-    record = record or _state_file(ADDONS_RECORD)
+    record = record or __utils__["kos_state.state_file"](__salt__, ADDONS_RECORD)
     applied = __utils__["kos_state.read_json"](record) or {}
     try:
         current = __salt__["microk8s.addons"]()

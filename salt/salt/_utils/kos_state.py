@@ -36,6 +36,11 @@ def missing_module(ret, opts, module, what):
     return fail(ret, f"cannot {what}: the {module} command is not installed")
 
 
+def state_file(salt, name):
+    """Where kos keeps its own note ``name`` on this node: ``<kos:state_dir>/<name>``."""
+    return os.path.join(salt["config.get"]("kos:state_dir", "/etc/kos"), name)
+
+
 def read_text(path):
     """The file's text, or None when it cannot be read."""
     try:
