@@ -121,6 +121,8 @@ locals {
   # The contract with the Salt side (pillar/ and salt/): keep the shape stable.
   pillar = {
     kos = {
+      # The one source of the distribution: the formula and the orchestration read this.
+      distribution = var.kubernetes_distribution
       cluster_name = var.cluster_name
       domain       = local.domain
       deploy_user  = var.deploy_user
@@ -154,7 +156,7 @@ locals {
         admin_ip    = module.nodes.nodes[local.first_control_plane].admin_ip
       }
     }
-    # The key an environment layer overrides to switch distribution.
+    # The same value under its older name, for pillar that still reads it (never set elsewhere).
     kubernetes = {
       distribution = var.kubernetes_distribution
     }

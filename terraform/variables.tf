@@ -257,8 +257,8 @@ variable "public_cidr" {
 
 variable "private_cidr" {
   type        = string
-  description = "IPv4 CIDR of the private network every VM is on; its gateway is the bastion."
-  default     = "10.1.0.0/16"
+  description = "IPv4 CIDR of the private network every VM is on; its gateway is the bastion. Keep it off every pod and service network: the default stays clear of microk8s's (10.1.0.0/16, 10.152.183.0/24), kubeadm's (10.244.0.0/16, 10.96.0.0/12) and Calico's (192.168.0.0/16)."
+  default     = "10.20.0.0/16"
 
   validation {
     condition     = can(cidrhost(var.private_cidr, 0)) && try(cidrsubnet(var.private_cidr, 0, 0) == var.private_cidr && tonumber(split("/", var.private_cidr)[1]) >= 8 && tonumber(split("/", var.private_cidr)[1]) <= 26, false) && !strcontains(var.private_cidr, ":")

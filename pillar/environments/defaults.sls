@@ -2,8 +2,9 @@
 # environments/<domain with dots as underscores>.sls, per hostname in
 # minions/defaults/<hostname>.sls, per host in minions/<domain>/<hostname>.sls.
 # Every key is documented in pillar.example.
-# kubernetes:distribution is not set here: it comes from Terraform's
-# kubernetes_distribution (_from_terraform.sls), which a default here would override.
+# The distribution is not set here, nor in any other layer: kos:distribution (and its
+# older name kubernetes:distribution) come from Terraform's kubernetes_distribution
+# (_from_terraform.sls), the one place that also decides the servers' security groups.
 
 core:
   ipv6_disabled: false

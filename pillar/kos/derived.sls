@@ -1,13 +1,8 @@
 {#- Facts derived from the Terraform layer for this minion: its roles, and the mine
     functions with their ACLs. Pillar files cannot read each other's values, so the
-    Terraform layer is imported here. opts.id is the authenticated minion id. #}
-{%- set ns = namespace(found=false) %}
-{%- for root in opts.get('pillar_roots', {}).get(saltenv or 'base', []) %}
-{%- if salt['file.file_exists'](root ~ '/_from_terraform.sls') %}
-{%- set ns.found = true %}
-{%- endif %}
-{%- endfor %}
-{%- if ns.found %}
+    Terraform layer is imported here; every deployment has one (Terraform hands it to the
+    master), and without it this file fails to render, naming _from_terraform.sls.
+    opts.id is the authenticated minion id. #}
 {%- import_yaml '_from_terraform.sls' as tf %}
 {%- set kos = tf.get('kos', {}) %}
 {%- set nodes = kos.get('nodes', {}) %}
@@ -25,7 +20,7 @@ kos:
 mine_functions:
   kos_private_ips:
     - mine_function: network.ip_addrs
-    - cidr: {{ kos.get('networks', {}).get('private_cidr', '10.1.0.0/16') }}
+    - cidr: {{ kos.get('networks', {}).get('private_cidr') }}
 {%- if 'first_control_plane' in roles %}
   # Join credentials: readable by Kubernetes nodes only.
   kos_join:
@@ -38,5 +33,4 @@ mine_functions:
     - control_plane: True
     - allow_tgt: {{ nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | join(',') }}
     - allow_tgt_type: list
-{%- endif %}
 {%- endif %}

@@ -38,24 +38,24 @@ run "bootstrapper_outputs" {
   }
 
   assert {
-    condition     = output.salt_master_private_ip == "10.1.0.10" && output.ssh_user == "kos" && output.cluster_name == "kos"
+    condition     = output.salt_master_private_ip == "10.20.0.10" && output.ssh_user == "kos" && output.cluster_name == "kos"
     error_message = "salt_master_private_ip, ssh_user or cluster_name is wrong"
   }
 
   assert {
     condition = output.minions == {
-      "salt.example.internal"         = { hostname = "salt", role = "salt_master", private_ip = "10.1.0.10" }
-      "bastion.example.internal"      = { hostname = "bastion", role = "bastion", private_ip = "10.1.0.1" }
-      "k8s-cp-1.example.internal"     = { hostname = "k8s-cp-1", role = "control_plane", private_ip = "10.1.0.20" }
-      "k8s-worker-1.example.internal" = { hostname = "k8s-worker-1", role = "worker", private_ip = "10.1.0.21" }
+      "salt.example.internal"         = { hostname = "salt", role = "salt_master", private_ip = "10.20.0.10" }
+      "bastion.example.internal"      = { hostname = "bastion", role = "bastion", private_ip = "10.20.0.1" }
+      "k8s-cp-1.example.internal"     = { hostname = "k8s-cp-1", role = "control_plane", private_ip = "10.20.0.20" }
+      "k8s-worker-1.example.internal" = { hostname = "k8s-worker-1", role = "worker", private_ip = "10.20.0.21" }
     }
     error_message = "minions must map every minion id to hostname, role and private_ip"
   }
 
   assert {
     condition = output.kubernetes_nodes == {
-      "k8s-cp-1.example.internal"     = { role = "control_plane", private_ip = "10.1.0.20", floating_ip = "203.0.113.11", availability_zone = "az-a" }
-      "k8s-worker-1.example.internal" = { role = "worker", private_ip = "10.1.0.21", floating_ip = null, availability_zone = "az-a" }
+      "k8s-cp-1.example.internal"     = { role = "control_plane", private_ip = "10.20.0.20", floating_ip = "203.0.113.11", availability_zone = "az-a" }
+      "k8s-worker-1.example.internal" = { role = "worker", private_ip = "10.20.0.21", floating_ip = null, availability_zone = "az-a" }
     }
     error_message = "kubernetes_nodes must map every node id to role, private_ip, floating_ip and availability_zone"
   }
@@ -63,20 +63,21 @@ run "bootstrapper_outputs" {
   assert {
     condition = yamldecode(output.salt_pillar) == {
       kos = {
+        distribution = "microk8s"
         cluster_name = "kos"
         domain       = "example.internal"
         deploy_user  = "kos"
         networks = {
           public_cidr  = "10.0.0.0/16"
-          private_cidr = "10.1.0.0/16"
+          private_cidr = "10.20.0.0/16"
           pod_cidr     = "10.244.0.0/16"
           service_cidr = "10.96.0.0/12"
         }
-        salt_master = { id = "salt.example.internal", ip = "10.1.0.10" }
-        bastion     = { id = "bastion.example.internal", ip = "10.1.0.1", public_ip = "10.0.0.10", floating_ip = "203.0.113.10" }
+        salt_master = { id = "salt.example.internal", ip = "10.20.0.10" }
+        bastion     = { id = "bastion.example.internal", ip = "10.20.0.1", public_ip = "10.0.0.10", floating_ip = "203.0.113.10" }
         nodes = {
-          "k8s-cp-1.example.internal"     = { role = "control_plane", ip = "10.1.0.20", availability_zone = "az-a", floating_ip = "203.0.113.11" }
-          "k8s-worker-1.example.internal" = { role = "worker", ip = "10.1.0.21", availability_zone = "az-a", floating_ip = null }
+          "k8s-cp-1.example.internal"     = { role = "control_plane", ip = "10.20.0.20", availability_zone = "az-a", floating_ip = "203.0.113.11" }
+          "k8s-worker-1.example.internal" = { role = "worker", ip = "10.20.0.21", availability_zone = "az-a", floating_ip = null }
         }
         first_control_plane = "k8s-cp-1.example.internal"
         api                 = { floating_ip = "203.0.113.11", admin_ip = null }
@@ -107,8 +108,8 @@ run "kubeadm_distribution" {
   }
 
   assert {
-    condition     = yamldecode(output.salt_pillar).kubernetes.distribution == "kubeadm" && yamldecode(output.salt_pillar).kos.cluster_name == "prod-eu"
-    error_message = "the pillar must carry the distribution and the cluster name"
+    condition     = yamldecode(output.salt_pillar).kos.distribution == "kubeadm" && yamldecode(output.salt_pillar).kubernetes.distribution == "kubeadm" && yamldecode(output.salt_pillar).kos.cluster_name == "prod-eu"
+    error_message = "the pillar must carry the distribution (kos:distribution, and kubernetes:distribution for older readers) and the cluster name"
   }
 
   assert {

@@ -60,18 +60,6 @@ run "counts_follow_variables" {
   }
 }
 
-run "every_kubernetes_port_allows_pod_and_service_cidrs" {
-  command = apply
-
-  assert {
-    condition = alltrue([
-      for port in values(module.nodes.ports) :
-      toset([for pair in port.allowed_address_pairs : pair.ip_address]) == toset([var.pod_cidr, var.service_cidr])
-    ])
-    error_message = "every Kubernetes port needs the pod and the service CIDR as allowed address pairs"
-  }
-}
-
 run "security_groups_on_ports_not_servers" {
   command = apply
 

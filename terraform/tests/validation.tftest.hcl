@@ -34,7 +34,7 @@ run "cidr_not_a_network_address" {
 run "pod_cidr_overlaps_private" {
   command = plan
   variables {
-    pod_cidr = "10.1.128.0/17"
+    pod_cidr = "10.20.128.0/17"
   }
   expect_failures = [var.pod_cidr]
 }

@@ -28,12 +28,13 @@ STANDINS = REPO / "tests" / "standins"
 PIDFILE = "var/run/kos-standin-apiserver.pid"
 TOKEN_RE = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
 MINION_ID = "k8s-cp-1.kos-fn.test"
+INSTANCE_ID = "6f1c2d5e-8a4b-4c3d-9e2f-0a1b2c3d4e5f"
 CREDENTIALS = {"application_credential_id": "app-cred-id",
                "application_credential_secret": 'se"cr;et#1'}
 
 
 def _free_base():
-    """A 127.x.y. prefix with nothing on port 6443 at .1-.5."""
+    """A 127.x.y. prefix with nothing on port 6443 at .1-.5 (one address per node)."""
     for _ in range(50):
         base = "127.%d.%d." % (random.randint(64, 250), random.randint(1, 250))
         busy = False
@@ -69,6 +70,9 @@ class Node:
         (self.root / "etc").mkdir(parents=True, exist_ok=True)
         (self.root / "etc" / "hostname").write_text(name + "\n")
         self.kube_dir = str(self.root / "etc" / "kubernetes")
+        # what cloud-init leaves on an OpenStack VM
+        (self.root / "var/lib/cloud/data").mkdir(parents=True, exist_ok=True)
+        (self.root / "var/lib/cloud/data/instance-id").write_text(INSTANCE_ID + "\n")
         self.state_dir = str(self.root / "etc" / "kos")
 
 
@@ -77,7 +81,8 @@ def lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("kubeadm-fn")
     prefix = _free_base()
     nodes = {name: Node(base, name, prefix + str(i + 1))
-             for i, name in enumerate(["k8s-cp-1", "k8s-worker-1", "ec-cp"])}
+             for i, name in enumerate(["k8s-cp-1", "k8s-worker-1", "ec-cp", "half-cp",
+                                       "k8s-cp-2"])}
     yield nodes
     for node in nodes.values():
         stop_apiserver(node.root)
@@ -112,6 +117,7 @@ def pillar_for(lab, **kubeadm):
     data = {
         "kubernetes": {"distribution": "kubeadm"},
         "kos": {
+            "distribution": "kubeadm",
             "cluster_name": "kos-fn",
             "domain": "kos-fn.test",
             "networks": {"private_cidr": "127.0.0.0/8", "pod_cidr": "10.244.0.0/16",
@@ -135,6 +141,7 @@ def pillar_for(lab, **kubeadm):
             "haproxy": {"config_file": str(cp.root / "etc/haproxy/haproxy.cfg"), "user": None},
             "ccm": {"auth_url": "https://keystone.example.com:5000/v3",
                     "cloud_conf": str(cp.root / "etc/kubernetes/cloud.conf"),
+                    "instance_id_file": str(cp.root / "var/lib/cloud/data/instance-id"),
                     "floating_network_id": "ext-net-id",
                     "credentials": CREDENTIALS},
         },
@@ -190,6 +197,9 @@ def test_kubeadm_config_is_v1beta4_with_external_cloud_provider(loaders, lab):
     assert init["nodeRegistration"]["name"] == "k8s-cp-1"
     assert {"name": "cloud-provider", "value": "external"} in init["nodeRegistration"][
         "kubeletExtraArgs"]
+    # the server is named <cluster>-k8s-cp-1, the node k8s-cp-1: the CCM finds it by UUID
+    assert {"name": "provider-id", "value": f"openstack:///{INSTANCE_ID}"} in init[
+        "nodeRegistration"]["kubeletExtraArgs"]
     assert init["localAPIEndpoint"] == {"advertiseAddress": lab["k8s-cp-1"].ip, "bindPort": 6443}
     assert init["bootstrapTokens"] == [{"description": "kos: node join", "ttl": "10m0s"}]
     assert cluster["controlPlaneEndpoint"] == f"{lab['k8s-cp-1'].ip}:6443"
@@ -312,6 +322,25 @@ def test_node_preparation_on_a_real_node(loaders):
     assert "kubeadm-haproxy-cmd-run-start" not in ids
 
 
+@pytest.mark.parametrize("content", [None, "iid-datasource-none\n"], ids=["missing", "not-uuid"])
+def test_no_instance_uuid_stops_the_node_before_it_joins(loaders, tmp_path, content):
+    """Without a provider ID the cloud controller would look for a server named like the
+    node, which is not the server's name (and not unique across clusters)."""
+    path = tmp_path / "instance-id"
+    if content is not None:
+        path.write_text(content)
+    ids = low_ids(loaders, "kubeadm.joined",
+                  pillar={"kubeadm": {"ccm": {"instance_id_file": str(path)}}})
+    check = ids["kubeadm-prepare-test-fail_without_changes-provider_id"]
+    assert str(path) in check["name"] and "kubeadm:ccm:enabled" in check["name"]
+    assert {"sls": "kubeadm.prepare"} in ids["kubeadm-joined-kubeadm-joined"]["require"]
+    args = ids["kubeadm-joined-kubeadm-joined"]["kubelet_extra_args"]
+    assert not any(a["name"] == "provider-id" for a in args)
+    off = low_ids(loaders, "kubeadm.joined", pillar={"kubeadm": {"ccm": {
+        "enabled": False, "instance_id_file": str(path)}}})
+    assert "kubeadm-prepare-test-fail_without_changes-provider_id" not in off
+
+
 def test_node_preparation_switched_off_runs_haproxy_from_a_pidfile(loaders):
     ids = low_ids(loaders, "kubeadm")
     assert sorted(ids) == ["kubeadm-haproxy-cmd-run-reload", "kubeadm-haproxy-cmd-run-start",
@@ -339,6 +368,55 @@ def test_remove_orchestration_goes_one_node_at_a_time(loaders):
                  if isinstance(item, dict) for kv in item.items())
     assert reset["tgt"] == "k8s-worker-1.kos-fn.test" and reset["sls"] == "kubeadm.reset"
     assert reset["require"] == [{"salt": "kubeadm-orch-remove-drain-k8s-worker-1"}]
+
+
+def orch_steps(loaders, pillar):
+    data = loaders.modules.state.show_sls("orch.deploy", pillar=pillar)
+    assert isinstance(data, dict), data
+    steps = {}
+    for sid, body in data.items():
+        for module, args in body.items():
+            if isinstance(args, list):
+                steps[sid] = dict(kv for item in args if isinstance(item, dict)
+                                  for kv in item.items())
+                steps[sid]["__fun__"] = f"{module}.{args[0]}" if isinstance(args[0], str) else module
+    return steps
+
+
+def test_the_orchestration_reads_the_distribution_from_kos(loaders):
+    """Not from a minion's cached pillar: kos:distribution, which Terraform writes."""
+    steps = orch_steps(loaders, {"kos": {"distribution": "kubeadm"},
+                                 "kubernetes": {"distribution": "microk8s"}})
+    assert "kos-orch-deploy-kubeadm-credentials-workers" in steps
+    assert steps["kos-orch-deploy-kubeadm-revoke"]["tgt"] == MINION_ID
+    microk8s = orch_steps(loaders, {"kos": {"distribution": "microk8s"}})
+    assert not any("kubeadm" in sid for sid in microk8s)
+    # every step waits for every targeted minion to answer
+    ping = steps["kos-orch-deploy-ping"]
+    assert ping["expect_minions"] is True and ping["tgt_type"] == "list"
+    assert set(ping["tgt"].split(",")) == {"salt.kos-fn.test", MINION_ID,
+                                           "k8s-worker-1.kos-fn.test"}
+    assert steps["kos-orch-deploy-sync"]["require"] == [{"salt": "kos-orch-deploy-ping"}]
+
+
+def test_the_orchestration_honours_exclude_and_limit(loaders):
+    worker = "k8s-worker-1.kos-fn.test"
+    excluded = orch_steps(loaders, {"exclude": [worker]})
+    assert "kos-orch-deploy-workers" not in excluded
+    assert worker not in excluded["kos-orch-deploy-ping"]["tgt"].split(",")
+    # without the first control plane nobody gets join credentials
+    no_first = orch_steps(loaders, {"exclude": [MINION_ID]})
+    assert not any("kubeadm" in sid or "first-control-plane" in sid for sid in no_first)
+    assert no_first["kos-orch-deploy-workers"]["tgt"] == worker
+    limited = orch_steps(loaders, {"limit": [worker]})
+    assert set(limited["kos-orch-deploy-ping"]["tgt"].split(",")) == {worker, MINION_ID}
+    assert "kos-orch-deploy-first-control-plane" not in limited
+    assert "kos-orch-deploy-salt-master" not in limited
+    assert limited["kos-orch-deploy-kubeadm-credentials-workers"]["sls"] == "kubeadm.credentials"
+    assert limited["kos-orch-deploy-workers"]["tgt"] == worker
+    bad = orch_steps(loaders, {"exclude": "k8s-worker-1.kos-fn.test"})
+    assert list(bad) == ["kos-orch-deploy-options"]
+    assert "must be a list of minion ids" in bad["kos-orch-deploy-options"]["name"]
 
 
 def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
@@ -378,6 +456,7 @@ def test_initialized_dry_run_then_init_then_nothing(initialized, lab):
     assert initialized["again"].result is True and initialized["again"].changes == {}
     flags = (cp.root / "var/lib/kubelet/kubeadm-flags.env").read_text()
     assert "--cloud-provider=external" in flags and f"--node-ip={cp.ip}" in flags
+    assert f"--provider-id=openstack:///{INSTANCE_ID}" in flags
 
 
 def test_ca_hash_agrees_with_kubeadm(loaders, initialized, lab):
@@ -462,13 +541,81 @@ def test_worker_joins_with_the_published_credentials(published, loaders, lab):
         out = loaders.modules.kubeadm.join(
             f"{cp.ip}:6443", doc["token"], doc["ca_cert_hash"], node_name="k8s-worker-1",
             kubelet_extra_args=[{"name": "cloud-provider", "value": "external"}])
-        assert loaders.modules.kubeadm.is_joined(worker.kube_dir)
+        assert loaders.modules.kubeadm.is_joined("k8s-worker-1", kube_dir=worker.kube_dir)
     assert "This node has joined the cluster" in out and doc["token"] not in out
     assert "--cloud-provider=external" in (worker.root / "var/lib/kubelet/kubeadm-flags.env").read_text()
     with on(cp):
         nodes = loaders.modules.kubeadm.nodes()
     assert set(nodes) == {"k8s-cp-1", "k8s-worker-1"}
     assert nodes["k8s-cp-1"]["roles"] == ["control-plane"]
+
+
+def arm(node, fault):
+    """Make the stand-in fail once the way `fault` says (tests/standins/lib/kubeadm_standin)."""
+    path = node.root / "kos-standin-faults" / fault
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def test_a_control_plane_join_that_failed_at_etcd_is_redone(published, loaders, lab):
+    """kubeadm wrote kubelet.conf and registered the node, then the etcd member add failed:
+    the old check (kubelet.conf exists) called that joined, forever."""
+    cp, cp2 = lab["k8s-cp-1"], lab["k8s-cp-2"]
+    with on(cp):
+        loaders.modules.mine.send("kos_join", mine_function="kos.join_info")
+        loaders.modules.mine.send("kos_join_control_plane", mine_function="kos.join_info",
+                                  control_plane=True)
+    arm(cp2, "join-fails-at-etcd")
+    kwargs = dict(name=MINION_ID, api_server_endpoint=f"{cp.ip}:6443", role="control_plane",
+                  node_name="k8s-cp-2", advertise_address=cp2.ip, bind_port=6443,
+                  kubelet_extra_args=[{"name": "node-ip", "value": cp2.ip}], timeout=20,
+                  kube_dir=cp2.kube_dir)
+    with on(cp2):
+        failed = loaders.states.kubeadm.joined(**kwargs)
+        assert (Path(cp2.kube_dir) / "kubelet.conf").exists()
+        predicted = loaders.states.kubeadm.joined(test=True, **kwargs)
+        redone = loaders.states.kubeadm.joined(**kwargs)
+        again = loaders.states.kubeadm.joined(**kwargs)
+    assert failed.result is False and "etcdserver: unhealthy cluster" in failed.comment, failed
+    assert predicted.result is None and "runs no etcd member" in predicted.comment, predicted
+    assert redone.result is True, redone
+    assert redone.changes["cluster"]["old"].startswith("half-joined: node k8s-cp-2 is registered")
+    assert "runs no etcd member" in redone.comment
+    assert again.result is True and again.changes == {}
+    with on(cp):
+        assert loaders.modules.kubeadm.etcd_members() == ["k8s-cp-1", "k8s-cp-2"]
+    stop_apiserver(cp2.root)
+
+
+def test_a_half_done_init_is_reset_and_redone(loaders, lab, tmp_path):
+    """kubeadm init killed after its control-plane phase: the manifests are there, nothing
+    else is. The old check (the kube-apiserver manifest exists) called that initialized."""
+    node = lab["half-cp"]
+    config = tmp_path / "half.yaml"
+    config.write_text(
+        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nlocalAPIEndpoint:\n"
+        f"  advertiseAddress: {node.ip}\n---\napiVersion: kubeadm.k8s.io/v1beta4\n"
+        f"kind: ClusterConfiguration\ncontrolPlaneEndpoint: {node.ip}:6443\n"
+        "encryptionAlgorithm: ECDSA-P256\n")
+    record = str(Path(node.state_dir) / "kubeadm-init.json")
+    kwargs = dict(name=str(config), kube_dir=node.kube_dir, record=record, timeout=10)
+    arm(node, "init-killed-after-control-plane")
+    with on(node):
+        killed = loaders.states.kubeadm.initialized(**kwargs)
+        assert (Path(node.kube_dir) / "manifests" / "kube-apiserver.yaml").exists()
+        predicted = loaders.states.kubeadm.initialized(test=True, **kwargs)
+        redone = loaders.states.kubeadm.initialized(**kwargs)
+        again = loaders.states.kubeadm.initialized(**kwargs)
+        status = loaders.modules.kubeadm.init_status(node.kube_dir)
+    stop_apiserver(node.root)
+    assert killed.result is False, killed
+    assert predicted.result is None and "would run again" in predicted.comment, predicted
+    assert "does not answer" in predicted.comment
+    assert redone.result is True, redone
+    assert redone.changes["control_plane"]["old"].startswith("half-initialized: the API does "
+                                                             "not answer")
+    assert again.result is True and again.changes == {}
+    assert status["initialized"] and not Path(record).exists()
 
 
 def test_expired_token_fails_a_join_with_kubeadms_error(published, loaders, lab):
@@ -516,7 +663,7 @@ def test_drain_reset_delete_a_worker(published, loaders, lab):
         drained = loaders.states.kubeadm.node_drained(name="k8s-worker-1", kubeconfig=admin)
     with on(worker):
         predicted = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir, test=True)
-        assert loaders.modules.kubeadm.is_joined(worker.kube_dir)
+        assert loaders.modules.kubeadm.is_joined("k8s-worker-1", kube_dir=worker.kube_dir)
         reset = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir)
         reset_again = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir)
     with on(cp):

@@ -73,6 +73,7 @@ def loaders(tmp_path_factory):
         pki_dir=str(root / "pki"),
         module_dirs=[str(REPO / "salt" / "salt" / "_modules")],
         states_dirs=[str(REPO / "salt" / "salt" / "_states")],
+        utils_dirs=[str(REPO / "salt" / "salt" / "_utils")],
     )
     return Loaders(opts)
 
@@ -89,6 +90,11 @@ def on(monkeypatch, loaders):
         return loaders
 
     return select
+
+
+def record(nodes):
+    """Where the addon states note the arguments they enabled with: on the node's disk."""
+    return str(nodes["cp"].root / "etc" / "kos" / "microk8s-addons.json")
 
 
 def test_microk8s_module_loads_only_after_the_snap(nodes, on):
@@ -112,21 +118,21 @@ def test_status_and_addons_against_the_standin(nodes, on):
 
 def test_addon_states_test_mode_then_apply(nodes, on):
     salt = on(nodes["cp"])
-    predicted = salt.states.microk8s.addon_enabled("hostpath-storage", test=True)
+    predicted = salt.states.microk8s.addon_enabled("hostpath-storage", test=True, record=record(nodes))
     assert predicted.result is None
     assert predicted.changes == {"hostpath-storage": {"old": "disabled", "new": "enabled"}}
     assert salt.modules.microk8s.addons()["hostpath-storage"] == "disabled"
-    applied = salt.states.microk8s.addon_enabled("hostpath-storage")
+    applied = salt.states.microk8s.addon_enabled("hostpath-storage", record=record(nodes))
     assert applied.result is True and applied.changes == predicted.changes
-    assert salt.states.microk8s.addon_enabled("hostpath-storage").changes == {}
+    assert salt.states.microk8s.addon_enabled("hostpath-storage", record=record(nodes)).changes == {}
     # unknown to the catalogue: the CLI's words come back
-    bad = salt.states.microk8s.addon_enabled("dnss")
+    bad = salt.states.microk8s.addon_enabled("dnss", record=record(nodes))
     assert bad.result is False
 
 
 def test_helm3_cannot_be_disabled(nodes, on):
     salt = on(nodes["cp"])
-    ret = salt.states.microk8s.addon_disabled("helm3")
+    ret = salt.states.microk8s.addon_disabled("helm3", record=record(nodes))
     assert ret.result is False and "is enabled" in ret.comment
 
 
@@ -140,7 +146,9 @@ def test_extra_sans_reach_the_certificate_and_invalidate_the_published_token(nod
     published = json.loads(Path(join_file).read_text())
 
     ret = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.10"], snap_data=cp.snap_data)
-    assert ret.result is True and ret.changes == {"sans": {"old": [], "new": ["203.0.113.10"]}}
+    assert ret.result is True and ret.changes == {
+        "sans": {"old": [], "new": ["203.0.113.10"]},
+        "certificate": {"old": {"lacks": ["203.0.113.10"]}, "new": {"lacks": []}}}
     san = subprocess.run(
         ["openssl", "x509", "-in", f"{cp.snap_data}/certs/server.crt", "-noout", "-ext", "subjectAltName"],
         capture_output=True, text=True, check=True,

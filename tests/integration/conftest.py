@@ -49,6 +49,8 @@ def kill_standin_daemons(root):
 class Deployment:
     """The pillar a Terraform run would hand the master, for the test hosts."""
 
+    distribution = "microk8s"
+
     def __init__(self, pillar_dir, lab, names):
         self.pillar_dir = Path(pillar_dir)
         self.lab = lab
@@ -76,6 +78,7 @@ class Deployment:
                 nodes[self.fqdn(name)] = {"role": role, "ip": hosts[name].address}
         return {
             "kos": {
+                "distribution": self.distribution,
                 "cluster_name": "kos-it",
                 "domain": DOMAIN,
                 "deploy_user": "debian",
@@ -90,7 +93,7 @@ class Deployment:
                 "first_control_plane": self.fqdn("k8s-cp-1"),
                 "api": {"floating_ip": "203.0.113.10", "admin_ip": None},
             },
-            "kubernetes": {"distribution": "microk8s"},
+            "kubernetes": {"distribution": self.distribution},
             "core": {"users": []},
         }
 

@@ -18,8 +18,11 @@ from tests.integration.conftest import DOMAIN_SLS
 SNAP_DATA = "var/snap/microk8s/current"
 
 
-def orchestrate(salt_run):
-    ret = salt_run.run("state.orchestrate", "orch.deploy")
+def orchestrate(salt_run, pillar=None):
+    args = ["state.orchestrate", "orch.deploy"]
+    if pillar is not None:
+        args.append(f"pillar={json.dumps(pillar)}")
+    ret = salt_run.run(*args)
     data = ret.data
     # salt-run --out=json: {"data": {"<master>_master": {state id: result}}, "retcode": n}
     steps = next(iter(data["data"].values())) if isinstance(data, dict) and "data" in data else data
@@ -193,4 +196,69 @@ def test_bad_pillar_fails_with_the_key_and_changes_nothing(deployed, salt_run, d
         assert not results.get("kos-orch-deploy-first-control-plane")
     finally:
         deployment.write(env, original)
+    assert tree_snapshot(host_roots) == before
+
+
+def converged(step):
+    """The minions a salt.state step ran on, from its comment ("States ran successfully.
+    Updating a. No changes made to b, c.")."""
+    names = set()
+    for part in step["comment"].split(". "):
+        for prefix in ("Updating ", "No changes made to "):
+            if part.startswith(prefix):
+                names |= {n.strip(" .") for n in part[len(prefix):].split(",")}
+    return names
+
+
+def test_a_silent_minion_stops_the_deploy_before_anything_changes(deployed, salt_run, minions,
+                                                                 deployment, host_roots):
+    """A node that does not answer is named, and no step runs anywhere; excluded, it is
+    left out and the others converge."""
+    silent = deployment.fqdn("k8s-worker-2")
+    minions["k8s-worker-2"].terminate()
+    try:
+        before = tree_snapshot(host_roots)
+        ret, steps = orchestrate(salt_run)
+        assert ret.returncode != 0
+        results = step_results(steps)
+        ping = next(v for v in steps.values() if v["__id__"] == "kos-orch-deploy-ping")
+        # "Running function test.ping failed on minions: <ids> Function test.ping ran on ..."
+        named = ping["comment"].split("failed on minions:")[1].split(" Function ")[0]
+        assert ping["result"] is False and [n.strip() for n in named.split(",")] == [silent], ping
+        assert not any(ok for sid, ok in results.items() if sid != "kos-orch-deploy-ping"), results
+        assert highstate_changes(steps) == []
+        assert tree_snapshot(host_roots) == before
+
+        ret, steps = orchestrate(salt_run, {"exclude": [silent]})
+        assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+        workers = next(v for v in steps.values() if v["__id__"] == "kos-orch-deploy-workers")
+        assert converged(workers) == {deployment.fqdn("k8s-worker-1")}, workers
+        assert highstate_changes(steps) == []
+    finally:
+        minions["k8s-worker-2"].start(start_timeout=180)
+
+
+def test_limit_converges_the_named_nodes_with_the_first_control_planes_token(
+        deployed, salt_run, deployment):
+    worker = deployment.fqdn("k8s-worker-1")
+    ret, steps = orchestrate(salt_run, {"limit": [worker]})
+    assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+    by_id = {v["__id__"]: v for v in steps.values()}
+    assert "kos-orch-deploy-salt-master" not in by_id
+    assert "kos-orch-deploy-first-control-plane" not in by_id
+    assert by_id["kos-orch-deploy-first-control-plane-credentials"]["result"] is True
+    assert converged(by_id["kos-orch-deploy-workers"]) == {worker}
+    assert set(by_id["kos-orch-deploy-ping"]["changes"]["ret"]) == {
+        worker, deployment.fqdn("k8s-cp-1")}
+
+
+def test_an_unknown_minion_in_the_options_changes_nothing(deployed, salt_run, host_roots):
+    before = tree_snapshot(host_roots)
+    ret, steps = orchestrate(salt_run, {"limit": ["k8s-worker-9.nowhere"]})
+    assert ret.returncode != 0
+    assert list(step_results(steps)) == ["kos-orch-deploy-options"]
+    step = next(iter(steps.values()))
+    assert step["result"] is False
+    assert "pillar key 'limit': \"k8s-worker-9.nowhere\" is not a minion of this deployment" in \
+        step["name"], step
     assert tree_snapshot(host_roots) == before

@@ -52,7 +52,7 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
     assert all(not v["changes"] for v in again.values())
 
 
-def test_bastion_nat_rules_in_the_hosts_namespace(salt_cli, minions, deployment, host_roots, netlab):
+def test_bastion_nat_rules_in_the_hosts_namespace_and_clean(salt_cli, minions, deployment, host_roots, netlab):
     """Real iptables rules, inside the test host's own network namespace."""
     root = host_roots / "salt"
     pillar = {"bastion": {"packages": [], "public_interface": "eth0", "private_interface": "eth0",
@@ -73,6 +73,22 @@ def test_bastion_nat_rules_in_the_hosts_namespace(salt_cli, minions, deployment,
                          capture_output=True, text=True, check=True).stdout.strip()
     assert fwd == "1"
     code, again = apply(salt_cli, minion, "bastion.nat", pillar=json.dumps(pillar))
+    assert code == 0 and all(not v["changes"] for v in again.values()), again
+
+    # clean takes every rule, the policy, the forwarding and its file away again
+    code, data = apply(salt_cli, minion, "bastion.clean", pillar=json.dumps(pillar))
+    assert code == 0, data
+    rules = subprocess.run(["ip", "netns", "exec", netns, "iptables-save"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "MASQUERADE" not in rules and "-A FORWARD" not in rules, rules
+    assert ":FORWARD ACCEPT" in rules, rules
+    saved = (root / "etc/iptables/rules.v4").read_text()
+    assert "MASQUERADE" not in saved and "-A FORWARD" not in saved and ":FORWARD ACCEPT" in saved
+    assert not (root / "etc/sysctl.d/90-kos-bastion.conf").exists()
+    fwd = subprocess.run(["ip", "netns", "exec", netns, "sysctl", "-n", "net.ipv4.ip_forward"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert fwd == "0"
+    code, again = apply(salt_cli, minion, "bastion.clean", pillar=json.dumps(pillar))
     assert code == 0 and all(not v["changes"] for v in again.values()), again
 
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,6 +42,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.netns]
 class KubeadmDeployment(Deployment):
     """The Terraform layer for this package's hosts, domain and network."""
 
+    distribution = "kubeadm"
+
     def fqdn(self, hostname):
         return f"{hostname}.{DOMAIN}"
 
@@ -49,6 +52,11 @@ class KubeadmDeployment(Deployment):
         data["kos"].update(cluster_name="kos-ik", domain=DOMAIN)
         data["kos"]["networks"].update(public_cidr="10.252.0.0/24", private_cidr=CIDR)
         return data
+
+
+def instance_uuid(name):
+    """A stable server UUID per test host."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.{DOMAIN}"))
 
 
 def root_of(host_roots, name):
@@ -113,7 +121,8 @@ def host_layer(root, name):
             "kube_dir": str(root / "etc" / "kubernetes"),
             "haproxy": {"config_file": str(root / "etc/haproxy/haproxy.cfg"),
                         "pidfile": str(root / "run/haproxy.pid")},
-            "ccm": {"cloud_conf": str(root / "etc/kubernetes/cloud.conf")},
+            "ccm": {"cloud_conf": str(root / "etc/kubernetes/cloud.conf"),
+                    "instance_id_file": str(root / "var/lib/cloud/data/instance-id")},
         },
     }
     if name in CONTROL_PLANES:
@@ -132,7 +141,6 @@ def deployment(netlab, pillar_dir, host_roots):
     dep.write(
         f"environments/{DOMAIN_SLS}.sls",
         {
-            "kubernetes": {"distribution": "kubeadm"},
             "core": {"manage": {key: key == "hosts" for key in (
                 "sysctl", "limits", "locale", "banners", "sshd", "resolver", "hosts",
                 "packages", "minion", "users")}},
@@ -157,6 +165,9 @@ def deployment(netlab, pillar_dir, host_roots):
         (root / "run").mkdir(parents=True, exist_ok=True)
         (root / "etc" / "hostname").write_text(f"{name}\n")
         (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+        # what cloud-init leaves on an OpenStack VM: the server's UUID
+        (root / "var/lib/cloud/data").mkdir(parents=True, exist_ok=True)
+        (root / "var/lib/cloud/data/instance-id").write_text(f"{instance_uuid(name)}\n")
         dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", host_layer(root, name))
     yield dep
     stop_daemons(host_roots)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration_kubeadm.conftest import (
-    CCM_CREDENTIALS, CONTROL_PLANES, STANDINS, daemon_pid, root_of,
+    CCM_CREDENTIALS, CONTROL_PLANES, STANDINS, daemon_pid, instance_uuid, root_of,
 )
 
 TOKEN_RE = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
@@ -145,6 +145,8 @@ def test_cluster_has_every_node_with_its_role(deployed, salt_cli, deployment, ho
         assert nodes[name]["ip"] == deployment.lab.hosts[name].address
         flags = (root_of(host_roots, name) / "var/lib/kubelet/kubeadm-flags.env").read_text()
         assert "--cloud-provider=external" in flags, (name, flags)
+        # servers are <cluster>-<host>: the cloud controller finds them by this UUID
+        assert f"--provider-id=openstack:///{instance_uuid(name)}" in flags, (name, flags)
         assert f"--node-ip={deployment.lab.hosts[name].address}" in flags
     # a stand-in API server per control plane, on its own address
     for name in CONTROL_PLANES:
@@ -208,6 +210,21 @@ def test_join_credentials_are_revoked_after_the_deploy(deployed, salt_cli, deplo
 def test_second_run_changes_nothing(deployed, salt_run):
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+    assert changed_states(steps) == []
+
+
+def test_an_empty_pillar_cache_still_runs_the_credential_steps(deployed, salt_run, deployment):
+    """The distribution comes from the master's own pillar: with the minions' cached pillar
+    gone (a fresh master, a cleared cache) the kubeadm join and revoke steps still run."""
+    assert salt_run.run("cache.clear_pillar", "tgt=*").returncode == 0
+    cached = salt_run.run("cache.pillar", "tgt=*").data
+    assert cached and not any(cached.values()), cached
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+    ids = set(by_id(steps))
+    cp2 = deployment.fqdn("k8s-cp-2")
+    assert {f"kos-orch-deploy-kubeadm-credentials-{cp2}", "kos-orch-deploy-kubeadm-credentials-workers",
+            "kos-orch-deploy-kubeadm-revoke"} <= ids, sorted(ids)
     assert changed_states(steps) == []
 
 

@@ -43,9 +43,9 @@ BAD_VARIABLES = {
         'pod_cidr = "10.244.3.1/16"',
         "pod_cidr must be an IPv4 network address",
     ),
-    "pod_overlaps_private": ('pod_cidr = "10.1.128.0/17"', "pod_cidr overlaps private_cidr"),
+    "pod_overlaps_private": ('pod_cidr = "10.20.128.0/17"', "pod_cidr overlaps private_cidr"),
     "service_overlaps_private": (
-        'service_cidr = "10.1.0.0/24"',
+        'service_cidr = "10.20.0.0/24"',
         "service_cidr overlaps private_cidr",
     ),
     "even_control_plane": (

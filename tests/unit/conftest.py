@@ -1,8 +1,13 @@
-"""Import the formula's custom modules (they live in the state tree, not a package)."""
+"""Import the formula's custom modules (they live in the state tree, not a package), and
+load its shared helpers the way a minion does: through Salt's utils loader (``__utils__``)."""
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
+
+import salt.config
+import salt.loader
 
 SALT_TREE = Path(__file__).resolve().parents[2] / "salt" / "salt"
 
@@ -17,3 +22,11 @@ def load(kind, name):
     sys.modules[modname] = module
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def utils():
+    """``__utils__`` as Salt's loader builds it, with salt/salt/_utils on its path."""
+    opts = salt.config.minion_config(None)
+    opts["utils_dirs"] = [str(SALT_TREE / "_utils")]
+    return salt.loader.utils(opts)

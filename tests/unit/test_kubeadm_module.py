@@ -17,7 +17,7 @@ from cryptography.x509.oid import NameOID
 from salt.exceptions import CommandExecutionError
 from unittest.mock import create_autospec
 
-from tests.unit.conftest import load
+from tests.unit.conftest import load, utils
 
 kubeadm = load("modules", "kubeadm")
 
@@ -61,7 +61,7 @@ def configure_loader_modules(run_all, kube_dir):
     config_get = create_autospec(
         salt.modules.config.get, side_effect=lambda key, default="": config.get(key, default)
     )
-    return {kubeadm: {"__salt__": {"cmd.run_all": run_all, "config.get": config_get},
+    return {kubeadm: {"__utils__": utils(), "__salt__": {"cmd.run_all": run_all, "config.get": config_get},
                       "__context__": {}}}
 
 
@@ -136,13 +136,117 @@ def test_init_dry_run_removes_kubeadms_temporary_directory(run_all, kube_dir):
     assert not tmp.exists()
 
 
-def test_is_initialized_and_is_joined_read_kubeadms_files(kube_dir):
-    assert not kubeadm.is_initialized() and not kubeadm.is_joined()
+def get_args(kind, name, namespace, kubeconfig):
+    args = ["kubectl", "--kubeconfig", str(kubeconfig), "get", kind, name, "-o", "name",
+            "--ignore-not-found"]
+    return args + ([f"--namespace={namespace}"] if namespace else [])
+
+
+def test_init_status_is_the_api_and_the_objects_init_uploads_last(run_all, kube_dir):
+    """The manifests alone are what an init that timed out leaves behind (B.2.3)."""
+    assert kubeadm.init_status() == {"initialized": False, "started": False, "answers": False,
+                                     "reason": "kubeadm init has not run here (no kube-apiserver "
+                                               "manifest)"}
+    run_all.assert_not_called()
     (kube_dir / "manifests").mkdir(parents=True)
-    (kube_dir / "kubelet.conf").write_text("x")
-    assert kubeadm.is_joined() and not kubeadm.is_initialized()
     (kube_dir / "manifests" / "kube-apiserver.yaml").write_text("x")
+    run_all.return_value = result("", 1, "The connection to the server 127.0.0.1:7443 was "
+                                         "refused - did you specify the right host or port?")
+    status = kubeadm.init_status()
+    assert status["started"] and not status["answers"] and not status["initialized"]
+    assert "127.0.0.1:7443 was refused" in status["reason"]
+    assert not kubeadm.is_initialized()
+    admin = kube_dir / "admin.conf"
+    run_all.return_value = None
+    run_all.side_effect = [result("configmap/kubeadm-config\n"), result("")]
+    status = kubeadm.init_status()
+    assert status["answers"] and not status["initialized"]
+    assert "before bootstrap-token" in status["reason"]
+    assert [c.args[0] for c in run_all.call_args_list[-2:]] == [
+        get_args("configmap", "kubeadm-config", "kube-system", admin),
+        get_args("configmap", "cluster-info", "kube-public", admin)]
+    run_all.side_effect = [result(""), result("")]
+    assert "before upload-config" in kubeadm.init_status()["reason"]
+    run_all.side_effect = [result("configmap/kubeadm-config\n"), result("configmap/cluster-info\n")]
     assert kubeadm.is_initialized()
+
+
+def test_join_status_of_a_control_plane_needs_its_etcd_member(run_all, kube_dir):
+    """kubelet.conf is written in kubelet-start, before the etcd member is added (B.6.2)."""
+    status = kubeadm.join_status("k8s-cp-2", control_plane=True)
+    assert not status["joined"] and not status["started"]
+    run_all.assert_not_called()
+    (kube_dir / "manifests").mkdir(parents=True)
+    (kube_dir / "manifests" / "kube-apiserver.yaml").write_text("x")
+    status = kubeadm.join_status("k8s-cp-2", control_plane=True)
+    assert status["started"] and "before kubelet-start" in status["reason"]
+    (kube_dir / "kubelet.conf").write_text("x")
+    (kube_dir / "admin.conf").write_text("x")
+    run_all.side_effect = [result("node/k8s-cp-2\n"), result("")]
+    status = kubeadm.join_status("k8s-cp-2", control_plane=True)
+    assert status["answers"] and not status["joined"]
+    assert "runs no etcd member" in status["reason"]
+    assert run_all.call_args.args[0] == get_args("pod", "etcd-k8s-cp-2", "kube-system",
+                                                 kube_dir / "admin.conf")
+    run_all.side_effect = [result("node/k8s-cp-2\n"), result("pod/etcd-k8s-cp-2\n")]
+    assert kubeadm.is_joined("k8s-cp-2", control_plane=True)
+    # external etcd: no member to look for
+    run_all.side_effect = [result("node/k8s-cp-2\n")]
+    assert kubeadm.is_joined("k8s-cp-2", control_plane=True, stacked_etcd=False)
+
+
+def test_join_status_of_a_worker_asks_with_its_kubelet_credentials(run_all, kube_dir):
+    (kube_dir / "pki").mkdir(parents=True)
+    (kube_dir / "pki" / "ca.crt").write_text("x")
+    status = kubeadm.join_status("k8s-worker-1")
+    assert status["started"] and not status["joined"]
+    (kube_dir / "kubelet.conf").write_text("x")
+    run_all.return_value = result("")
+    status = kubeadm.join_status("k8s-worker-1")
+    assert status["answers"] and status["reason"] == "node k8s-worker-1 is not registered in " \
+                                                     "the cluster"
+    assert called_args(run_all) == get_args("node", "k8s-worker-1", None,
+                                            kube_dir / "kubelet.conf")
+    run_all.return_value = result("", 1, "Unable to connect to the server: EOF")
+    status = kubeadm.join_status("k8s-worker-1")
+    assert status["started"] and not status["answers"] and "EOF" in status["reason"]
+
+
+def test_has_local_files(kube_dir):
+    assert not kubeadm.has_local_files()
+    (kube_dir / "manifests").mkdir(parents=True)
+    (kube_dir / "manifests" / "kube-apiserver.yaml").write_text("x")
+    assert kubeadm.has_local_files()
+
+
+def test_etcd_members_are_the_nodes_of_kubeadms_etcd_pods(run_all):
+    run_all.return_value = result(json.dumps({"items": [
+        {"metadata": {"name": "etcd-k8s-cp-1"}, "spec": {"nodeName": "k8s-cp-1"}},
+        {"metadata": {"name": "etcd-k8s-cp-2"}, "spec": {"nodeName": "k8s-cp-2"}}]}))
+    assert kubeadm.etcd_members(kubeconfig="/a.conf") == ["k8s-cp-1", "k8s-cp-2"]
+    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "get", "pods",
+                                    "--namespace", "kube-system", "-l",
+                                    "component=etcd,tier=control-plane", "-o", "json"]
+
+
+def test_evictable_pods_are_what_drain_evicts(run_all):
+    """DaemonSet Pods, static Pods' mirrors and finished Pods stay (reference D.5.2)."""
+    def pod(name, owner=None, mirror=False, phase="Running"):
+        meta = {"name": name, "namespace": "default"}
+        if owner:
+            meta["ownerReferences"] = [{"kind": owner, "name": "x"}]
+        if mirror:
+            meta["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+        return {"metadata": meta, "status": {"phase": phase}}
+
+    run_all.return_value = result(json.dumps({"items": [
+        pod("web-1", "ReplicaSet"), pod("bare"), pod("kube-router-x", "DaemonSet"),
+        pod("kube-apiserver-k8s-cp-1", mirror=True), pod("job-1", "Job", phase="Succeeded")]}))
+    assert kubeadm.evictable_pods("k8s-worker-2", kubeconfig="/a.conf") == [
+        "default/bare", "default/web-1"]
+    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "get", "pods",
+                                    "--all-namespaces", "--field-selector",
+                                    "spec.nodeName=k8s-worker-2", "-o", "json"]
 
 
 def test_upload_certs_returns_the_last_line_quietly(run_all):

@@ -8,7 +8,7 @@ import salt.modules.cmdmod
 import salt.modules.config
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import load
+from tests.unit.conftest import load, utils
 
 microk8s = load("modules", "microk8s")
 
@@ -60,7 +60,7 @@ def run_all():
 @pytest.fixture
 def configure_loader_modules(run_all):
     config_get = create_autospec(salt.modules.config.get, side_effect=lambda key, default="": default)
-    return {microk8s: {"__salt__": {"cmd.run_all": run_all, "config.get": config_get}, "__context__": {}}}
+    return {microk8s: {"__utils__": utils(), "__salt__": {"cmd.run_all": run_all, "config.get": config_get}, "__context__": {}}}
 
 
 def called_args(run_all):
@@ -202,3 +202,51 @@ def test_token_valid_reads_the_agent_files(tmp_path, monkeypatch):
     assert microk8s.token_valid("b" * 32, str(tmp_path))
     assert not microk8s.token_valid("c" * 32, str(tmp_path))  # expired
     assert not microk8s.token_valid("d" * 32, str(tmp_path))
+
+
+def make_cert(path, sans):
+    """A self-signed certificate with ``sans`` (x509 GeneralNames), written as PEM."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(key, hashes.SHA256()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def test_server_sans_read_the_certificate(tmp_path):
+    import ipaddress
+
+    from cryptography import x509
+
+    make_cert(tmp_path / "certs" / "server.crt", [
+        x509.DNSName("kubernetes"), x509.DNSName("Cafe"),
+        x509.IPAddress(ipaddress.ip_address("203.0.113.10")),
+        x509.IPAddress(ipaddress.ip_address("2001:db8::1"))])
+    assert microk8s.server_sans(str(tmp_path)) == {"ip": ["203.0.113.10", "2001:db8::1"],
+                                                   "dns": ["kubernetes", "cafe"]}
+    with pytest.raises(CommandExecutionError, match="cannot read"):
+        microk8s.server_sans(str(tmp_path / "nowhere"))
+
+
+def test_remove_token_takes_only_its_line(tmp_path):
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    path = creds / "cluster-tokens.txt"
+    path.write_text("a" * 32 + "|1900000000\n" + "b" * 32 + "|1900000000\n" + "c" * 32 + "\n")
+    path.chmod(0o600)
+    assert microk8s.remove_token("b" * 32, str(tmp_path)) is True
+    assert path.read_text() == "a" * 32 + "|1900000000\n" + "c" * 32 + "\n"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert microk8s.remove_token("b" * 32, str(tmp_path)) is False

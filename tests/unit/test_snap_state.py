@@ -5,7 +5,7 @@ from unittest.mock import create_autospec
 import pytest
 import salt.modules.cmdmod
 
-from tests.unit.conftest import load
+from tests.unit.conftest import load, utils
 
 snap_mod = load("modules", "snap")
 snap_state = load("states", "snap")
@@ -37,8 +37,8 @@ def configure_loader_modules(run_all, request):
         "snap.remove": create_autospec(snap_mod.remove),
     }
     return {
-        snap_mod: {"__salt__": {"cmd.run_all": run_all}},
-        snap_state: {"__salt__": functions, "__opts__": {"test": test}},
+        snap_mod: {"__utils__": utils(), "__salt__": {"cmd.run_all": run_all}},
+        snap_state: {"__utils__": utils(), "__salt__": functions, "__opts__": {"test": test}},
     }
 
 
@@ -94,3 +94,16 @@ def test_removed(test_mode):
     ret = snap_state.removed("microk8s")
     assert ret["changes"] == {"installed": {"old": "1.31/stable", "new": None}}
     assert fn["snap.remove"].called is (not test_mode)
+
+
+def test_installed_predicted_on_a_node_without_snapd():
+    fn = snap_state.__salt__
+    for name in list(fn):
+        del fn[name]
+    snap_state.__opts__["test"] = True
+    ret = snap_state.installed("microk8s", channel="1.31/stable", classic=True)
+    assert ret["result"] is None and ret["changes"] == {"channel": {"old": None,
+                                                                    "new": "1.31/stable"}}
+    assert ret["comment"] == "would install microk8s from 1.31/stable once snap is installed"
+    snap_state.__opts__["test"] = False
+    assert snap_state.installed("microk8s", channel="1.31/stable")["result"] is False

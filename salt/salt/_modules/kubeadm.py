@@ -24,7 +24,6 @@ import tempfile
 import time
 
 import salt.utils.files
-import salt.utils.path
 import salt.utils.yaml
 from salt.exceptions import CommandExecutionError
 
@@ -58,9 +57,9 @@ DRY_RUN_DIR_RE = re.compile(r'"(/etc/kubernetes/tmp/kubeadm-init-dryrun\d+)"')
 
 
 def __virtual__():
-    if salt.utils.path.which("kubeadm"):
-        return __virtualname__
-    return (False, "kubeadm: the 'kubeadm' command is not on PATH (are the packages installed?)")
+    return __utils__["kos_cli.virtual"](
+        __virtualname__, "kubeadm", "are the packages installed?"
+    )
 
 
 def _kube_dir(kube_dir=None):
@@ -87,21 +86,11 @@ def _message(res):
 
 
 def _run(args, secret=False, ok_retcodes=(0,), binary="kubeadm", stdin=None):
-    """
-    Run ``<binary> <args>`` and raise CommandExecutionError on an unexpected exit code.
-
-    ``secret`` keeps the output out of the minion log (tokens, certificate keys).
-    """
-    res = __salt__["cmd.run_all"](
-        [binary, *args],
-        python_shell=False,
-        output_loglevel="quiet" if secret else "debug",
-        ignore_retcode=True,
-        stdin=stdin,
+    """Run ``<binary> <args>``; ``secret`` keeps tokens and certificate keys out of the log."""
+    return __utils__["kos_cli.run"](
+        __salt__, [binary, *args], secret=secret, ok_retcodes=ok_retcodes, stdin=stdin,
+        describe=_message,
     )
-    if res["retcode"] not in ok_retcodes:
-        raise CommandExecutionError(_message(res), info={"retcode": res["retcode"]})
-    return res
 
 
 def _kubectl(args, kubeconfig=None, secret=False, ok_retcodes=(0,), kube_dir=None):
@@ -121,23 +110,12 @@ def _duration(value):
 
 
 def _flags(table):
-    """Build optional flags; ``is not None`` keeps 0 (a TTL of 0 means "never expires")."""
-    args = []
-    for flag, value in table:
-        if value is None or value is False:
-            continue
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, (list, tuple)):
-            args.append(f"{flag}={','.join(str(v) for v in value)}")
-        else:
-            args.append(f"{flag}={value}")
-    return args
+    """``--flag=value`` flags; ``is not None`` keeps 0 (a TTL of 0 means "never expires")."""
+    return __utils__["kos_cli.flags"](table, joined=True)
 
 
 def _forget():
-    for key in [k for k in __context__ if str(k).startswith("kubeadm.")]:
-        __context__.pop(key, None)
+    __utils__["kos_cli.forget"](__context__, __virtualname__)
 
 
 def version():
@@ -153,14 +131,51 @@ def version():
     return _run(["version", "-o", "short"])["stdout"].strip()
 
 
+def init_status(kube_dir=None):
+    """
+    Whether this node is an initialized first control plane, judged by the outcome:
+    the API answers through the control-plane endpoint (the admin kubeconfig's server)
+    and the cluster holds what ``kubeadm init`` uploads last, the ``kubeadm-config``
+    ConfigMap (phase upload-config) and the ``cluster-info`` ConfigMap joins read
+    (phase bootstrap-token). The static Pod manifests alone prove nothing: kubeadm
+    writes them in its control-plane phase, before it waits for the API (reference
+    B.2.3), so an init that timed out leaves them behind.
+
+    Returns ``{"initialized", "started" (kubeadm wrote the kube-apiserver manifest,
+    which makes a second init refuse), "answers" (the API answered), "reason"}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.init_status
+    """
+    manifest = os.path.join(_kube_dir(kube_dir), "manifests", "kube-apiserver.yaml")
+    ret = {"initialized": False, "started": os.path.exists(manifest), "answers": False,
+           "reason": ""}
+    if not ret["started"]:
+        ret["reason"] = "kubeadm init has not run here (no kube-apiserver manifest)"
+        return ret
+    admin = _admin_conf(kube_dir=kube_dir)
+    try:
+        config = object_exists("configmap", "kubeadm-config", "kube-system", admin)
+        info = object_exists("configmap", "cluster-info", "kube-public", admin)
+    except CommandExecutionError as exc:
+        ret["reason"] = f"the API does not answer through the control-plane endpoint ({exc})"
+        return ret
+    ret["answers"] = True
+    if not config:
+        ret["reason"] = "kubeadm init stopped before upload-config (no kube-system/kubeadm-config)"
+    elif not info:
+        ret["reason"] = "kubeadm init stopped before bootstrap-token (no kube-public/cluster-info)"
+    else:
+        ret.update(initialized=True, reason="the control plane is initialized")
+    return ret
+
+
 def is_initialized(kube_dir=None):
     """
-    True when this node runs a control plane: the kube-apiserver static Pod manifest
-    exists. That file is what makes ``kubeadm init`` and ``join --control-plane``
-    refuse to run again (preflight ``FileAvailable``).
-
-    kube_dir
-        Kubernetes configuration directory (default ``/etc/kubernetes``).
+    True when this node is an initialized first control plane (see ``init_status``).
 
     CLI Example:
 
@@ -168,22 +183,113 @@ def is_initialized(kube_dir=None):
 
         salt 'k8s-cp-*' kubeadm.is_initialized
     """
-    return os.path.exists(os.path.join(_kube_dir(kube_dir), "manifests", "kube-apiserver.yaml"))
+    return init_status(kube_dir)["initialized"]
 
 
-def is_joined(kube_dir=None):
+def join_status(node_name, control_plane=False, stacked_etcd=True, kube_dir=None):
     """
-    True when this node belongs to a cluster: ``kubelet.conf`` exists (written by
-    ``init`` and ``join``, removed by ``reset``; ``join`` preflight refuses to run
-    while it is there).
+    Whether this node has joined, judged by the outcome: its Node object is registered
+    and, for a control plane with stacked etcd, it runs an etcd member. ``kubelet.conf``
+    alone proves nothing: a control-plane join writes it in kubelet-start, before the
+    etcd member is added (reference B.6.2).
+
+    Returns ``{"joined", "started" (kubeadm left files a new join would refuse:
+    kubelet.conf, static Pod manifests or, on a worker, the cluster CA), "answers" (the
+    API answered), "reason"}``.
+
+    node_name
+        The Kubernetes node name.
+
+    control_plane
+        Also require an etcd member on this node (``stacked_etcd``).
 
     CLI Example:
 
     .. code-block:: bash
 
-        salt '*' kubeadm.is_joined
+        salt 'k8s-cp-2*' kubeadm.join_status k8s-cp-2 control_plane=True
     """
-    return os.path.exists(os.path.join(_kube_dir(kube_dir), "kubelet.conf"))
+    kube = _kube_dir(kube_dir)
+    kubelet_conf = os.path.join(kube, "kubelet.conf")
+    manifests = os.path.join(kube, "manifests")
+    leftovers = os.path.exists(kubelet_conf) or (
+        os.path.isdir(manifests) and bool(os.listdir(manifests))
+        if control_plane else os.path.exists(os.path.join(kube, "pki", "ca.crt"))
+    )
+    ret = {"joined": False, "started": leftovers, "answers": False, "reason": ""}
+    if not os.path.exists(kubelet_conf):
+        ret["reason"] = ("kubeadm join stopped before kubelet-start (no kubelet.conf)"
+                         if leftovers else "kubeadm join has not run here")
+        return ret
+    admin = os.path.join(kube, "admin.conf")
+    kubeconfig = admin if control_plane and os.path.exists(admin) else kubelet_conf
+    try:
+        registered = object_exists("node", node_name, None, kubeconfig)
+        member = registered and (not (control_plane and stacked_etcd) or object_exists(
+            "pod", f"etcd-{node_name}", "kube-system", kubeconfig))
+    except CommandExecutionError as exc:
+        ret["reason"] = f"the API does not answer ({exc})"
+        return ret
+    ret["answers"] = True
+    if not registered:
+        ret["reason"] = f"node {node_name} is not registered in the cluster"
+    elif not member:
+        ret["reason"] = (f"node {node_name} is registered but runs no etcd member "
+                         f"(no Pod kube-system/etcd-{node_name})")
+    else:
+        ret.update(joined=True, reason=f"node {node_name} has joined")
+    return ret
+
+
+def is_joined(node_name, control_plane=False, stacked_etcd=True, kube_dir=None):
+    """
+    True when this node has joined (see ``join_status``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.is_joined k8s-worker-1
+    """
+    return join_status(node_name, control_plane, stacked_etcd, kube_dir)["joined"]
+
+
+def has_local_files(kube_dir=None):
+    """
+    True when ``kubeadm init`` or ``join`` left anything ``kubeadm reset`` removes:
+    ``kubelet.conf`` (every member) or the kube-apiserver manifest (control planes).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.has_local_files
+    """
+    kube = _kube_dir(kube_dir)
+    return os.path.exists(os.path.join(kube, "kubelet.conf")) or os.path.exists(
+        os.path.join(kube, "manifests", "kube-apiserver.yaml")
+    )
+
+
+def etcd_members(kubeconfig=None):
+    """
+    Return the names of the nodes that run a kubeadm etcd member: kubeadm writes a
+    node's etcd static Pod only after it added the member (reference B.6.2), and finds
+    the cluster's etcd endpoints the same way, from these Pods.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.etcd_members
+    """
+    out = _kubectl(["get", "pods", "--namespace", "kube-system", "-l",
+                    "component=etcd,tier=control-plane", "-o", "json"], kubeconfig)["stdout"]
+    try:
+        items = json.loads(out)["items"]
+    except (ValueError, KeyError) as exc:
+        raise CommandExecutionError("kubectl printed no pod list") from exc
+    return sorted({(i.get("spec") or {}).get("nodeName") for i in items} - {None})
 
 
 def init(config, upload_certs=False, dry_run=False, ignore_preflight_errors=None,
@@ -642,6 +748,36 @@ def nodes(kubeconfig=None):
         }
     __context__[key] = ret
     return ret
+
+
+def evictable_pods(node, kubeconfig=None):
+    """
+    Return the Pods on ``node`` that ``drain`` (as this module runs it) evicts and that
+    are still there: every Pod bound to the node except DaemonSet Pods, static Pods'
+    mirrors and Pods that already finished (reference D.5.2), as ``namespace/name``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.evictable_pods k8s-worker-2
+    """
+    out = _kubectl(["get", "pods", "--all-namespaces", "--field-selector",
+                    f"spec.nodeName={node}", "-o", "json"], kubeconfig)["stdout"]
+    try:
+        items = json.loads(out)["items"]
+    except (ValueError, KeyError) as exc:
+        raise CommandExecutionError("kubectl printed no pod list") from exc
+    left = []
+    for pod in items:
+        meta = pod.get("metadata") or {}
+        owners = {o.get("kind") for o in meta.get("ownerReferences") or []}
+        mirror = "kubernetes.io/config.mirror" in (meta.get("annotations") or {})
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if "DaemonSet" in owners or mirror or finished:
+            continue
+        left.append(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
+    return sorted(left)
 
 
 def drain(node, timeout=None, kubeconfig=None):

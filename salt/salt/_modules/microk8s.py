@@ -8,6 +8,7 @@ guards, token rules); see the project's CLI reference, part A.
 """
 
 import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -15,9 +16,15 @@ import ssl
 import time
 
 import salt.utils.files
-import salt.utils.path
 import salt.utils.yaml
 from salt.exceptions import CommandExecutionError
+
+try:
+    from cryptography import x509
+
+    HAS_CRYPTOGRAPHY = True
+except ImportError:  # pragma: no cover - Salt's own packages ship it
+    HAS_CRYPTOGRAPHY = False
 
 log = logging.getLogger(__name__)
 
@@ -31,54 +38,26 @@ STOPPED_MESSAGE = "microk8s is not running, try microk8s start"
 
 
 def __virtual__():
-    if salt.utils.path.which("microk8s"):
-        return __virtualname__
-    return (False, "microk8s: the 'microk8s' command is not on PATH (is the snap installed?)")
+    return __utils__["kos_cli.virtual"](__virtualname__, "microk8s", "is the snap installed?")
 
 
 def _snap_data(snap_data=None):
     return snap_data or __salt__["config.get"]("microk8s:snap_data", DEFAULT_SNAP_DATA)
 
 
-def _message(res):
-    """The CLI's own words: microk8s prints most failures on stdout."""
-    parts = [res.get("stderr", "").strip(), res.get("stdout", "").strip()]
-    return "\n".join(p for p in parts if p) or f"exit code {res.get('retcode')}"
-
-
 def _run(args, secret=False, ok_retcodes=(0,), stdin=None):
-    """
-    Run ``microk8s <args>`` and raise CommandExecutionError on an unexpected exit code.
-
-    ``secret`` keeps the output out of the minion log (join tokens, kubeconfigs).
-    """
-    res = __salt__["cmd.run_all"](
-        ["microk8s", *args],
-        python_shell=False,
-        output_loglevel="quiet" if secret else "debug",
-        ignore_retcode=True,
-        stdin=stdin,
+    """Run ``microk8s <args>``; ``secret`` keeps tokens and kubeconfigs out of the log."""
+    return __utils__["kos_cli.run"](
+        __salt__, ["microk8s", *args], secret=secret, ok_retcodes=ok_retcodes, stdin=stdin
     )
-    if res["retcode"] not in ok_retcodes:
-        raise CommandExecutionError(_message(res), info={"retcode": res["retcode"]})
-    return res
 
 
 def _flags(table):
-    """Build optional flags; ``is not None`` keeps 0 and False values."""
-    args = []
-    for flag, value in table:
-        if value is None or value is False:
-            continue
-        args.append(flag)
-        if value is not True:
-            args.append(str(value))
-    return args
+    return __utils__["kos_cli.flags"](table)
 
 
 def _forget():
-    for key in [k for k in __context__ if str(k).startswith("microk8s.")]:
-        __context__.pop(key, None)
+    __utils__["kos_cli.forget"](__context__, __virtualname__)
 
 
 def status(wait_ready=False, timeout=None):
@@ -130,7 +109,7 @@ def status(wait_ready=False, timeout=None):
         except Exception as exc:  # pylint: disable=broad-except
             raise CommandExecutionError(f"unreadable microk8s status output: {exc}") from exc
         if not isinstance(data, dict) or "microk8s" not in data:
-            raise CommandExecutionError(_message(res))
+            raise CommandExecutionError(__utils__["kos_cli.message"](res))
         ha = data.get("high-availability") or {}
         ret["running"] = bool(data["microk8s"].get("running"))
         ret["message"] = ha.get("message", "")
@@ -509,3 +488,63 @@ def token_valid(token, snap_data=None):
                 return True
     return False
 
+
+
+def server_sans(snap_data=None):
+    """
+    Return the subject alternative names the API server certificate carries now,
+    ``{"ip": [...], "dns": [...]}`` (``server.crt``; what ``openssl x509 -ext
+    subjectAltName`` shows). IPs are normalised (``2001:db8::1``), names lower-cased.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.server_sans
+    """
+    if not HAS_CRYPTOGRAPHY:
+        raise CommandExecutionError("microk8s.server_sans needs the cryptography package")
+    path = os.path.join(_snap_data(snap_data), "certs", "server.crt")
+    try:
+        with salt.utils.files.fopen(path, "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+    except (OSError, ValueError) as exc:
+        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return {"ip": [], "dns": []}
+    return {
+        "ip": [str(ipaddress.ip_address(ip)) for ip in ext.get_values_for_type(x509.IPAddress)],
+        "dns": [name.lower() for name in ext.get_values_for_type(x509.DNSName)],
+    }
+
+
+def remove_token(token, snap_data=None):
+    """
+    Withdraw a join token this node issued: its line goes from ``cluster-tokens.txt``,
+    where ``add-node`` appended it (reference A.6.1). True when it was there.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.remove_token <token>
+    """
+    path = os.path.join(_snap_data(snap_data), "credentials", "cluster-tokens.txt")
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
+    kept = [line for line in lines if line.strip().partition("|")[0] != token]
+    if len(kept) == len(lines):
+        return False
+    tmp = f"{path}.kos-tmp"
+    with salt.utils.files.fopen(tmp, "w") as fh:
+        fh.write("".join(f"{line}\n" for line in kept))
+    os.chmod(tmp, os.stat(path).st_mode & 0o777)
+    os.replace(tmp, path)
+    return True

@@ -9,7 +9,6 @@ install, refresh, remove) with snapd's own messages and exit codes.
 
 import logging
 
-import salt.utils.path
 from salt.exceptions import CommandExecutionError
 
 log = logging.getLogger(__name__)
@@ -19,19 +18,11 @@ __func_alias__ = {"list_": "list"}
 
 
 def __virtual__():
-    if salt.utils.path.which("snap"):
-        return __virtualname__
-    return (False, "snap: the 'snap' command is not on PATH (snapd is not installed)")
+    return __utils__["kos_cli.virtual"](__virtualname__, "snap", "snapd is not installed")
 
 
 def _run(args, ok_retcodes=(0,)):
-    res = __salt__["cmd.run_all"](
-        ["snap", *args], python_shell=False, ignore_retcode=True, output_loglevel="debug"
-    )
-    if res["retcode"] not in ok_retcodes:
-        msg = "\n".join(p for p in (res["stderr"].strip(), res["stdout"].strip()) if p)
-        raise CommandExecutionError(msg or f"snap exited {res['retcode']}")
-    return res
+    return __utils__["kos_cli.run"](__salt__, ["snap", *args], ok_retcodes=ok_retcodes)
 
 
 def list_(name=None):

@@ -8,11 +8,9 @@ only their expiry does.
 """
 
 import hashlib
-import json
 import os
 import time
 
-import salt.utils.files
 import yaml
 from salt.exceptions import CommandExecutionError
 
@@ -21,73 +19,96 @@ __virtualname__ = "kubeadm"
 DEFAULT_DESCRIPTION = "kos: node join"
 # What kubeadm calls the token that owns the kubeadm-certs Secret (CLI reference B.3).
 CERT_TOKEN_DESCRIPTION = "Proxy for managing TTL for the kubeadm-certs secret"
+INIT_RECORD = "kubeadm-init.json"
 
 
 def __virtual__():
-    if "kubeadm.is_initialized" in __salt__:
-        return __virtualname__
-    return (False, "kubeadm: the kubeadm execution module is not available")
+    # Loads without the kubeadm command too: a test run on a node whose packages are
+    # not installed yet predicts instead of failing as "state not found".
+    return __virtualname__
 
 
 def _ret(name):
-    return {"name": name, "result": True, "changes": {}, "comment": ""}
+    return __utils__["kos_state.ret"](name)
 
 
 def _fail(ret, exc):
-    ret["result"] = False
-    ret["changes"] = {}
-    ret["comment"] = str(exc)
-    return ret
+    return __utils__["kos_state.fail"](ret, exc)
+
+
+def _installed():
+    return "kubeadm.init_status" in __salt__
+
+
+def _missing(ret, what):
+    return __utils__["kos_state.missing_module"](ret, __opts__, "kubeadm", what)
 
 
 def _published(path):
-    try:
-        with salt.utils.files.fopen(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+    return __utils__["kos_state.read_json"](path)
 
 
 def _write_json(path, doc):
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.kos-tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    __utils__["kos_state.write_json"](path, doc)
 
 
 def _remove(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    return __utils__["kos_state.remove"](path)
 
 
-def _pending(wanted):
-    """Names in ``wanted`` that are not registered nodes yet (None: not asked)."""
-    if wanted is None:
+def _state_file(name, path=None):
+    return path or __utils__["kos_state.state_file"](__salt__, name)
+
+
+def _pending(wanted, control_planes=None, stacked_etcd=True):
+    """
+    Node names that have not joined yet: not registered, or (``control_planes``) no
+    etcd member yet. None when nothing was asked.
+    """
+    if wanted is None and control_planes is None:
         return None
-    return sorted(set(wanted) - set(__salt__["kubeadm.nodes"]()))
+    registered = set(__salt__["kubeadm.nodes"]())
+    pending = set(wanted or []) - registered
+    if control_planes:
+        done = registered
+        if stacked_etcd:
+            done = done & set(__salt__["kubeadm.etcd_members"]())
+        pending |= set(control_planes) - done
+    return sorted(pending)
 
 
-def _not_initialized(ret, what):
+def _not_initialized(ret, what, status):
     """A test run on a fresh node predicts; a real run cannot go on without a cluster."""
     if __opts__["test"]:
         ret["result"] = None
         ret["comment"] = f"would {what} once the control plane is initialized"
         return ret
-    return _fail(ret, f"this node runs no control plane: cannot {what}")
+    return _fail(ret, f"this node runs no initialized control plane ({status['reason']}): "
+                      f"cannot {what}")
+
+
+def _status(kube_dir):
+    return __salt__["kubeadm.init_status"](kube_dir)
+
+
+def _api_ready(timeout, kube_dir):
+    """The API answers through this node's admin kubeconfig (the control-plane endpoint)."""
+    kwargs = {"kubeconfig": os.path.join(kube_dir, "admin.conf")} if kube_dir else {}
+    return __salt__["kubeadm.api_ready"](timeout=timeout, **kwargs)
 
 
 def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=None,
-                kube_dir=None):
+                kube_dir=None, record=None):
     """
     Ensure this node is the initialized first control plane (``kubeadm init
-    --config NAME``). A node whose kube-apiserver manifest exists is left alone:
-    kubeadm would refuse a second init anyway, and changes to the configuration
-    after init are an upgrade, not this state's business.
+    --config NAME``): the API answers through the control-plane endpoint and the
+    cluster holds ``kubeadm-config`` and ``cluster-info`` (``kubeadm.init_status``).
+    Changes to the configuration after init are an upgrade, not this state's business.
+
+    An init this state started and never saw finish (it timed out, the minion was
+    killed) is reset (``kubeadm reset -f``) and run again; the comment says what was
+    missing. A control plane this state did not start is never reset: when its API
+    does not answer the state fails instead.
 
     In test mode ``kubeadm init --dry-run`` runs when the configuration file exists,
     so preflight problems (swap, ports in use, a node that joined elsewhere) show
@@ -101,18 +122,41 @@ def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=N
         ``certificate_key_present`` state uploads them when a join needs them.
 
     timeout
-        Seconds to wait, after init, for the API to answer through the
-        control-plane endpoint (the local load balancer needs a health check).
+        Seconds to wait for the API to answer through the control-plane endpoint
+        (after init, or on an initialized node that is still starting).
+
+    record
+        Where the state notes an init it started until it sees it finish (default
+        ``<kos:state_dir>/kubeadm-init.json``).
     """
     ret = _ret(name)
+    if not _installed():
+        return _missing(ret, "run kubeadm init")
+    record = _state_file(INIT_RECORD, record)
     try:
-        if __salt__["kubeadm.is_initialized"](kube_dir):
+        status = _status(kube_dir)
+        ours = _published(record) is not None
+        if status["started"] and not status["answers"] and not ours:
+            # an initialized control plane may just be starting (a reboot): wait for it
+            if _api_ready(timeout, kube_dir):
+                status = _status(kube_dir)
+        if status["initialized"]:
+            if ours and not __opts__["test"]:
+                _remove(record)
             ret["comment"] = "the control plane is initialized"
             return ret
-        ret["changes"] = {"control_plane": {"old": None, "new": "initialized"}}
+        if status["started"] and not ours:
+            return _fail(ret, f"{status['reason']}; this node holds a control plane that this "
+                              "state did not initialize, so it is not reset: run `kubeadm reset "
+                              "-f` on it if no cluster lives there")
+        redo = status["started"]
+        old = f"half-initialized: {status['reason']}" if redo else None
+        ret["changes"] = {"control_plane": {"old": old, "new": "initialized"}}
         if __opts__["test"]:
             ret["result"] = None
-            if os.path.exists(name):
+            if redo:
+                ret["comment"] = f"kubeadm reset and init would run again ({status['reason']})"
+            elif os.path.exists(name):
                 __salt__["kubeadm.init"](
                     name, dry_run=True, ignore_preflight_errors=ignore_preflight_errors,
                     kube_dir=kube_dir,
@@ -121,25 +165,33 @@ def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=N
             else:
                 ret["comment"] = f"kubeadm init would run once {name} is written"
             return ret
+        # noted before kubeadm starts: a run killed halfway is recognised as ours next time
+        _write_json(record, {"started": int(time.time())})
+        if redo:
+            __salt__["kubeadm.reset"]()
         __salt__["kubeadm.init"](
             name, upload_certs=upload_certs, ignore_preflight_errors=ignore_preflight_errors,
             kube_dir=kube_dir,
         )
-        if not __salt__["kubeadm.is_initialized"](kube_dir):
-            return _fail(ret, "kubeadm init reported success but wrote no kube-apiserver manifest")
-        if not __salt__["kubeadm.api_ready"](timeout=timeout):
+        if not _api_ready(timeout, kube_dir):
             return _fail(
                 ret, f"kubeadm init ran, but the API does not answer through the "
                 f"control-plane endpoint after {timeout}s",
             )
-        ret["comment"] = "kubeadm init done"
-    except CommandExecutionError as exc:
+        status = _status(kube_dir)
+        if not status["initialized"]:
+            return _fail(ret, f"kubeadm init reported success but {status['reason']}")
+        _remove(record)
+        ret["comment"] = (f"kubeadm reset and init done again ({old})" if redo
+                          else "kubeadm init done")
+    except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"kubeadm init failed: {exc}")
     return ret
 
 
 def token_present(name, ttl=3600, min_remaining=900, description=DEFAULT_DESCRIPTION,
-                  wanted_nodes=None, ca_file=None, kube_dir=None):
+                  wanted_nodes=None, control_planes=None, stacked_etcd=True, ca_file=None,
+                  kube_dir=None):
     """
     Ensure a bootstrap token with enough life left is published at ``name`` (a
     JSON file readable by root only; the ``kos.join_info`` mine function serves it
@@ -164,16 +216,27 @@ def token_present(name, ttl=3600, min_remaining=900, description=DEFAULT_DESCRIP
     wanted_nodes
         Node names that should be in the cluster: when all of them are, no token
         is needed and none is issued.
+
+    control_planes
+        The control-plane node names among them: they have joined only once they
+        run an etcd member (``stacked_etcd``), so a join that stopped before the etcd
+        step still gets a token for its next attempt.
+
+    A token this run created is deleted again when it cannot be published.
     """
     ret = _ret(name)
     if int(ttl) <= int(min_remaining):
         return _fail(ret, f"ttl ({ttl}) must be larger than min_remaining ({min_remaining})")
+    if not _installed():
+        return _missing(ret, "issue a join token")
     now = time.time()
     current = _published(name)
+    token_id = None
     try:
-        if not __salt__["kubeadm.is_initialized"](kube_dir):
-            return _not_initialized(ret, "issue a join token")
-        pending = _pending(wanted_nodes)
+        status = _status(kube_dir)
+        if not status["initialized"]:
+            return _not_initialized(ret, "issue a join token", status)
+        pending = _pending(wanted_nodes, control_planes, stacked_etcd)
         if pending == []:
             ret["comment"] = "every node has joined: no join token needed"
             return ret
@@ -204,7 +267,8 @@ def token_present(name, ttl=3600, min_remaining=900, description=DEFAULT_DESCRIP
         token_id = token.split(".", 1)[0]
         mine = {t["id"]: t for t in __salt__["kubeadm.token_list"]()}.get(token_id)
         if mine is None:
-            return _fail(ret, "kubeadm token create succeeded but the token is not listed")
+            raise CommandExecutionError("kubeadm token create succeeded but the token is not "
+                                        "listed")
         doc = {
             "distribution": "kubeadm",
             "token": token,
@@ -214,9 +278,12 @@ def token_present(name, ttl=3600, min_remaining=900, description=DEFAULT_DESCRIP
             "expires": None if mine["expires"] is None else int(mine["expires"]),
         }
         _write_json(name, doc)
+        token_id = None
         if old_token is not None:
             __salt__["kubeadm.token_delete"](old_token["id"])
     except (OSError, CommandExecutionError) as exc:
+        if token_id is not None:
+            _withdraw(token_id)
         return _fail(ret, f"issuing a join token failed: {exc}")
     ret["changes"]["token"]["new"]["expires"] = doc["expires"]
     ret["comment"] = f"new join token published ({reason})"
@@ -225,8 +292,16 @@ def token_present(name, ttl=3600, min_remaining=900, description=DEFAULT_DESCRIP
     return ret
 
 
-def certificate_key_present(name, min_remaining=900, wanted_nodes=None, config=None,
-                            kube_dir=None):
+def _withdraw(token_id):
+    """Delete a token this run created but could not publish: nobody could use it."""
+    try:
+        __salt__["kubeadm.token_delete"](token_id)
+    except CommandExecutionError:
+        pass
+
+
+def certificate_key_present(name, min_remaining=900, wanted_nodes=None, stacked_etcd=True,
+                            config=None, kube_dir=None):
     """
     Ensure the control-plane certificates are uploaded (``kubeadm init phase
     upload-certs --upload-certs``) and the key that decrypts them is published at
@@ -242,19 +317,23 @@ def certificate_key_present(name, min_remaining=900, wanted_nodes=None, config=N
 
     wanted_nodes
         Control-plane node names that should be in the cluster: when all of them
-        are, no key is needed and none is uploaded.
+        are registered and (``stacked_etcd``) run an etcd member, no key is needed
+        and none is uploaded.
 
     config
         kubeadm configuration file (with external etcd kubeadm needs it to upload
         the etcd client certificates).
     """
     ret = _ret(name)
+    if not _installed():
+        return _missing(ret, "upload the certificates")
     now = time.time()
     current = _published(name)
     try:
-        if not __salt__["kubeadm.is_initialized"](kube_dir):
-            return _not_initialized(ret, "upload the certificates")
-        pending = _pending(wanted_nodes)
+        status = _status(kube_dir)
+        if not status["initialized"]:
+            return _not_initialized(ret, "upload the certificates", status)
+        pending = _pending(None, wanted_nodes, stacked_etcd)
         if pending == []:
             ret["comment"] = "every control plane has joined: no certificate key needed"
             return ret
@@ -293,7 +372,12 @@ def certificate_key_present(name, min_remaining=900, wanted_nodes=None, config=N
             "uploaded": int(now),
             "expires": None if owner["expires"] is None else int(owner["expires"]),
         }
-        _write_json(name, doc)
+        try:
+            _write_json(name, doc)
+        except OSError:
+            # an unpublished Secret helps nobody: deleting its owner deletes it
+            _withdraw(owner["id"])
+            raise
     except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"uploading the control-plane certificates failed: {exc}")
     ret["changes"]["certificate_key"]["new"]["expires"] = doc["expires"]
@@ -325,8 +409,11 @@ def join_credentials_absent(name, certificate_key_file=None, description=DEFAULT
     token_doc = _published(name)
     key_doc = _published(certificate_key_file) if certificate_key_file else None
     files = [p for p in (name, certificate_key_file) if p and os.path.exists(p)]
+    if not _installed():
+        return _missing(ret, "revoke the join credentials") if files else dict(
+            ret, comment="no join credentials left")
     try:
-        initialized_here = __salt__["kubeadm.is_initialized"](kube_dir)
+        initialized_here = _status(kube_dir)["initialized"]
         listed = __salt__["kubeadm.token_list"]() if initialized_here else []
         ours = [t for t in listed if t["description"] == description]
         owner = next(
@@ -358,15 +445,20 @@ def join_credentials_absent(name, certificate_key_file=None, description=DEFAULT
 def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_address=None,
            bind_port=None, cri_socket=None, kubelet_extra_args=None, discovery_timeout=None,
            mine_function="kos_join", control_plane_mine_function="kos_join_control_plane",
-           min_remaining=60, timeout=120, kube_dir=None):
+           min_remaining=60, timeout=120, stacked_etcd=True, kube_dir=None):
     """
-    Ensure this node joined the cluster of the first control plane ``name``. The
-    token, CA hash and (control planes) certificate key come from the mine, where
-    ``name`` published them, so they never pass through rendered SLS.
+    Ensure this node joined the cluster of the first control plane ``name``: its Node
+    is registered and, for a control plane with stacked etcd, it runs an etcd member
+    (``kubeadm.join_status``). The token, CA hash and (control planes) certificate key
+    come from the mine, where ``name`` published them, so they never pass through
+    rendered SLS.
 
-    A node with a ``kubelet.conf`` has joined and is left alone. A failed join
-    reports kubeadm's message (an expired token: ``could not find a JWS signature``;
-    a stale key: ``Secret "kubeadm-certs" was not found``).
+    A join that stopped halfway (a control plane whose etcd step failed, files of a
+    join that never registered the node) is reset (``kubeadm reset -f``) and done
+    again; the comment says what was missing. When the API does not answer, a node
+    with a ``kubelet.conf`` is left alone and the state fails: it may well be a member.
+    A failed join reports kubeadm's message (an expired token: ``could not find a JWS
+    signature``; a stale key: ``Secret "kubeadm-certs" was not found``).
 
     api_server_endpoint
         The control-plane endpoint (this node's local load balancer).
@@ -374,26 +466,50 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
     role
         ``worker`` or ``control_plane``.
 
+    node_name
+        The Kubernetes node name (default: the host name, as kubeadm picks it).
+
     min_remaining
         Refuse published credentials with less than this many seconds left.
 
     timeout
-        Control planes: seconds to wait for the API after the join.
+        Seconds to wait, after the join, for the node to show as joined (a control
+        plane's etcd Pod, the API through the local load balancer).
+
+    stacked_etcd
+        Control planes run etcd members (False with external etcd).
     """
     ret = _ret(name)
     if role not in ("worker", "control_plane"):
         return _fail(ret, f"role must be worker or control_plane, not {role!r}")
+    if not _installed():
+        return _missing(ret, f"join the cluster of {name} as {role}")
     control_plane = role == "control_plane"
+    node_name = node_name or __grains__["host"].lower()
+
+    def status():
+        return __salt__["kubeadm.join_status"](node_name, control_plane=control_plane,
+                                               stacked_etcd=stacked_etcd, kube_dir=kube_dir)
+
     try:
-        if __salt__["kubeadm.is_joined"](kube_dir):
+        before = status()
+        if before["joined"]:
             ret["comment"] = "this node has joined the cluster"
             return ret
-        ret["changes"] = {"cluster": {"old": None, "new": f"joined {name} as {role}"}}
+        kubelet_conf = os.path.join(kube_dir or "/etc/kubernetes", "kubelet.conf")
+        if before["started"] and not before["answers"] and os.path.exists(kubelet_conf):
+            return _fail(ret, f"cannot tell whether this node has joined: {before['reason']}; "
+                              "a member is never reset on a guess")
+        redo = before["started"]
+        old = f"half-joined: {before['reason']}" if redo else None
+        ret["changes"] = {"cluster": {"old": old, "new": f"joined {name} as {role}"}}
         if __opts__["test"]:
             # No --dry-run here: kubeadm's join dry run still runs discovery with the
             # token, and the credentials may not be published yet.
             ret["result"] = None
-            ret["comment"] = f"would join the cluster of {name} as {role}"
+            ret["comment"] = (f"would reset and join the cluster of {name} as {role} again "
+                              f"({before['reason']})" if redo
+                              else f"would join the cluster of {name} as {role}")
             return ret
         info = __salt__["mine.get"](name, mine_function).get(name) or {}
         if not info.get("token"):
@@ -418,17 +534,25 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
                     ret, f"the certificate key published by {name} expires in "
                     f"{int(cp['expires'] - now)}s; re-apply kubeadm.credentials on {name}",
                 )
+        if redo:
+            __salt__["kubeadm.reset"]()
         __salt__["kubeadm.join"](
             api_server_endpoint, info["token"], info["ca_cert_hash"],
             control_plane=control_plane, certificate_key=key, node_name=node_name,
             advertise_address=advertise_address, bind_port=bind_port, cri_socket=cri_socket,
             kubelet_extra_args=kubelet_extra_args, discovery_timeout=discovery_timeout,
         )
-        if not __salt__["kubeadm.is_joined"](kube_dir):
-            return _fail(ret, "kubeadm join reported success but wrote no kubelet.conf")
-        if control_plane and not __salt__["kubeadm.api_ready"](timeout=timeout):
+        deadline = time.time() + float(timeout)
+        after = status()
+        while not after["joined"] and time.time() < deadline:
+            time.sleep(1)
+            after = status()
+        if not after["joined"]:
+            return _fail(ret, f"kubeadm join reported success but {after['reason']}")
+        if control_plane and not _api_ready(timeout, kube_dir):
             return _fail(ret, f"joined, but the API does not answer after {timeout}s")
-        ret["comment"] = f"joined the cluster of {name} as {role}"
+        ret["comment"] = (f"reset and joined the cluster of {name} as {role} again ({old})"
+                          if redo else f"joined the cluster of {name} as {role}")
     except CommandExecutionError as exc:
         return _fail(ret, f"kubeadm join failed: {exc}")
     return ret
@@ -458,13 +582,13 @@ def manifest_applied(name, record=None, kubeconfig=None):
         ``<kos:state_dir>/applied/<file name>.sha256``).
     """
     ret = _ret(name)
-    record = record or os.path.join(
-        __salt__["config.get"]("kos:state_dir", "/etc/kos"), "applied",
-        os.path.basename(name) + ".sha256",
-    )
+    if not _installed():
+        return _missing(ret, f"apply {name}")
+    record = record or _state_file(os.path.join("applied", os.path.basename(name) + ".sha256"))
     try:
-        with salt.utils.files.fopen(name) as fh:
-            text = fh.read()
+        text = __utils__["kos_state.read_text"](name)
+        if text is None:
+            raise OSError(f"{name} cannot be read")
         objects = _manifest_objects(text)
     except (OSError, yaml.YAMLError) as exc:
         if __opts__["test"] and isinstance(exc, OSError):
@@ -496,9 +620,7 @@ def manifest_applied(name, record=None, kubeconfig=None):
         verdicts = __salt__["kubeadm.apply"](name, kubeconfig=kubeconfig)
         changed = {obj: verdict for obj, verdict in verdicts.items() if verdict != "unchanged"}
         if _read_text(record) != digest:
-            os.makedirs(os.path.dirname(record), mode=0o700, exist_ok=True)
-            with salt.utils.files.fopen(record, "w") as fh:
-                fh.write(digest)
+            __utils__["kos_state.write_file"](record, digest)
     except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"kubectl apply -f {name} failed: {exc}")
     if changed:
@@ -510,40 +632,46 @@ def manifest_applied(name, record=None, kubeconfig=None):
 
 
 def _read_text(path):
-    try:
-        with salt.utils.files.fopen(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
+    text = __utils__["kos_state.read_text"](path)
+    return None if text is None else text.strip()
 
 
 def node_drained(name, timeout=None, kubeconfig=None):
     """
-    Ensure node ``name`` is cordoned and drained (run on a control plane), the first
-    step of taking a node out. A node that is not registered is left alone.
+    Ensure node ``name`` is drained (run on a control plane), the first step of taking
+    a node out: cordoned, and no Pod left on it that ``kubectl drain`` evicts
+    (``kubeadm.evictable_pods``). A drain that timed out leaves a cordoned node with
+    Pods on it; the next run drains again. A node that is not registered is left alone.
 
     timeout
         Seconds to wait for Pod evictions.
     """
     ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"drain node {name}")
     try:
         node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
         if node is None:
             ret["comment"] = f"node {name} is not registered"
             return ret
-        if node["unschedulable"]:
-            ret["comment"] = f"node {name} is cordoned"
+        left = __salt__["kubeadm.evictable_pods"](name, kubeconfig=kubeconfig)
+        if node["unschedulable"] and not left:
+            ret["comment"] = f"node {name} is drained"
             return ret
-        ret["changes"] = {"schedulable": {"old": True, "new": False}}
+        ret["changes"] = {"drained": {
+            "old": {"schedulable": not node["unschedulable"], "pods": left},
+            "new": {"schedulable": False, "pods": []},
+        }}
         if __opts__["test"]:
             ret["result"] = None
             ret["comment"] = f"node {name} would be drained"
             return ret
         __salt__["kubeadm.drain"](name, timeout=timeout, kubeconfig=kubeconfig)
-        if not __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {}).get(
-            "unschedulable", True
-        ):
-            return _fail(ret, f"kubectl drain {name} ran but the node is still schedulable")
+        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {})
+        left = __salt__["kubeadm.evictable_pods"](name, kubeconfig=kubeconfig)
+        if not node.get("unschedulable", True) or left:
+            return _fail(ret, f"kubectl drain {name} ran but the node is still schedulable or "
+                              f"has Pods to evict: {', '.join(left) or 'none'}")
         ret["comment"] = f"node {name} drained"
     except CommandExecutionError as exc:
         return _fail(ret, f"draining {name} failed: {exc}")
@@ -556,6 +684,8 @@ def node_absent(name, kubeconfig=None):
     node was reset: a running kubelet would register it again).
     """
     ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"delete node {name}")
     try:
         if name not in __salt__["kubeadm.nodes"](kubeconfig=kubeconfig):
             ret["comment"] = f"node {name} is not registered"
@@ -574,7 +704,7 @@ def node_absent(name, kubeconfig=None):
     return ret
 
 
-def reset(name, kube_dir=None):
+def reset(name, kube_dir=None, record=None):
     """
     Ensure this node is no longer part of a cluster (``kubeadm reset -f``): its
     kubelet stops, its files go, a control plane leaves etcd. Drain the node
@@ -585,13 +715,20 @@ def reset(name, kube_dir=None):
 
     name
         The node name (for messages).
+
+    record
+        The note ``initialized`` keeps of an unfinished init (default
+        ``<kos:state_dir>/kubeadm-init.json``): it goes too.
     """
     ret = _ret(name)
+    if not _installed():
+        ret["comment"] = f"{name} has no kubeadm: not part of a cluster"
+        return ret
+    record = _state_file(INIT_RECORD, record)
     try:
-        member = __salt__["kubeadm.is_joined"](kube_dir) or __salt__["kubeadm.is_initialized"](
-            kube_dir
-        )
-        if not member:
+        if not __salt__["kubeadm.has_local_files"](kube_dir):
+            if not __opts__["test"]:
+                _remove(record)
             ret["comment"] = f"{name} is not part of a cluster"
             return ret
         ret["changes"] = {"cluster": {"old": "member", "new": "reset"}}
@@ -601,11 +738,10 @@ def reset(name, kube_dir=None):
             ret["comment"] = f"{name} would be reset (kubeadm reset --dry-run passed)"
             return ret
         __salt__["kubeadm.reset"]()
-        if __salt__["kubeadm.is_joined"](kube_dir) or __salt__["kubeadm.is_initialized"](
-            kube_dir
-        ):
+        if __salt__["kubeadm.has_local_files"](kube_dir):
             return _fail(ret, "kubeadm reset ran but the node still has its cluster files")
+        _remove(record)
         ret["comment"] = f"{name} reset"
-    except CommandExecutionError as exc:
+    except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"kubeadm reset failed: {exc}")
     return ret

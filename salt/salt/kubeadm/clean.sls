@@ -10,6 +10,10 @@ kubeadm-clean-file-absent-published:
     - names:
       - {{ kubeadm.join_file }}
       - {{ kubeadm.control_plane_join_file }}
+      # digests of the manifests kubeadm.manifest_applied applied
+      - {{ kubeadm.applied_dir }}
+    - require:
+      - sls: kubeadm.reset
 
 kubeadm-clean-file-absent-config:
   file.absent:

@@ -14,6 +14,8 @@ kubeadm-credentials-kubeadm-token_present:
     - min_remaining: {{ kubeadm.token.min_remaining }}
     - description: {{ kubeadm.token_description | tojson }}
     - wanted_nodes: {{ kubeadm.node_names.values() | sort | tojson }}
+    - control_planes: {{ kubeadm.control_plane_names | sort | tojson }}
+    - stacked_etcd: {{ kubeadm.stacked_etcd }}
     - ca_file: {{ kubeadm.kube_dir }}/pki/ca.crt
     - kube_dir: {{ kubeadm.kube_dir }}
     - order: last
@@ -23,6 +25,7 @@ kubeadm-credentials-kubeadm-certificate_key_present:
     - name: {{ kubeadm.control_plane_join_file }}
     - min_remaining: {{ kubeadm.certificate_key.min_remaining }}
     - wanted_nodes: {{ kubeadm.control_plane_names | sort | tojson }}
+    - stacked_etcd: {{ kubeadm.stacked_etcd }}
     - config: {{ kubeadm.config_file }}
     - kube_dir: {{ kubeadm.kube_dir }}
     - order: last

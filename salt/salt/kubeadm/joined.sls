@@ -23,6 +23,7 @@ kubeadm-joined-kubeadm-joined:
     - kubelet_extra_args: {{ kubeadm.kubelet_extra_args | tojson }}
     - discovery_timeout: {{ kubeadm.discovery_timeout }}
     - timeout: {{ kubeadm.ready_timeout }}
+    - stacked_etcd: {{ kubeadm.stacked_etcd }}
     - kube_dir: {{ kubeadm.kube_dir }}
     - require:
       - sls: kubeadm.prepare

@@ -8,6 +8,18 @@ kubeadm-prepare-file-directory-kube_dir:
     - name: {{ kubeadm.kube_dir }}
     - mode: '0755'
     - makedirs: True
+{%- if kubeadm.ccm.enabled and not kubeadm.provider_id %}
+
+# Without its server's UUID the kubelet registers no provider ID, and the cloud controller
+# cannot tell this node's server from another cluster's server of the same host name.
+kubeadm-prepare-test-fail_without_changes-provider_id:
+  test.fail_without_changes:
+    - name: >-
+        {{ kubeadm.ccm.instance_id_file }} holds no OpenStack instance UUID
+        ({{ kubeadm.instance_id or 'missing or empty' }}): the cloud controller could not find
+        this node's server. Boot the node with cloud-init on OpenStack, or set
+        kubeadm:ccm:enabled to false where no cloud controller runs
+{%- endif %}
 {%- if kubeadm.manage.kernel_modules %}
 {%- for module in kubeadm.kernel_modules %}
 

@@ -12,6 +12,7 @@ microk8s-addons-microk8s-addon-{{ name }}:
   microk8s.addon_disabled:
 {%- endif %}
     - name: {{ name }}
+    - record: {{ microk8s.addons_record }}
 {%- if spec.get('args') %}
     - args: {{ spec.args | tojson }}
 {%- endif %}

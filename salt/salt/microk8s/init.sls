@@ -1,5 +1,28 @@
-{#- Every microk8s node: the snap from the pinned channel, running and ready. #}
+{#- Every microk8s node: the snap from the pinned channel, running and ready, with the
+    cluster's pod and service networks. #}
 {%- from "microk8s/map.jinja" import microk8s with context %}
+
+{#- microk8s's documented way to set the pod and service CIDRs of a new node (1.28+) is a
+    launch configuration at $SNAP_COMMON/.microk8s.yaml, in place before the snap is
+    installed: extraCNIEnv IPv4_CLUSTER_CIDR / IPv4_SERVICE_CIDR, with the first service
+    address among the extra SANs (https://microk8s.io/docs/ref-launch-config,
+    https://microk8s.io/docs/how-to-dual-stack). It is read at installation only: a node
+    installed with other networks keeps them (https://microk8s.io/docs/change-cidr). #}
+microk8s-init-file-managed-launch_config:
+  file.managed:
+    - name: {{ microk8s.snap_common }}/.microk8s.yaml
+    - makedirs: True
+    - mode: '0600'
+    - contents: |
+        # Managed by Salt (kos microk8s formula); read by microk8s when the snap is installed.
+        ---
+        version: 0.1.0
+        extraCNIEnv:
+          IPv4_SUPPORT: true
+          IPv4_CLUSTER_CIDR: {{ microk8s.pod_cidr }}
+          IPv4_SERVICE_CIDR: {{ microk8s.service_cidr }}
+        extraSANs:
+          - {{ microk8s.api_service_ip }}
 
 microk8s-init-snap-installed:
   snap.installed:
@@ -8,6 +31,8 @@ microk8s-init-snap-installed:
     - classic: True
     # The microk8s module only loads once the command exists.
     - reload_modules: True
+    - require:
+      - file: microk8s-init-file-managed-launch_config
 
 microk8s-init-microk8s-running:
   microk8s.running:

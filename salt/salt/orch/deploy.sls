@@ -1,25 +1,67 @@
-{#- salt-run state.orchestrate orch.deploy
-    Order: salt master, bastion, first control plane (init, token in the mine),
-    further control planes one at a time (concurrent joins race), then all workers. #}
+{#- salt-run state.orchestrate orch.deploy [pillar='{"exclude": [<minion id>, ...], "limit": [<minion id>, ...]}']
+    Order: every targeted minion answers, then salt master, bastion, first control plane
+    (init, join credentials in the mine), further control planes one at a time
+    (concurrent joins race), then all workers.
+    exclude: these minions take part in no step.
+    limit: only these minions are converged, plus what they need from the first control
+    plane (its join credentials) when it is not among them. #}
+{#- The master's own pillar, compiled fresh for this run (the orchestrator's id is
+    <master>_master: it gets the Terraform layer, which carries the distribution, and no
+    environment layer). No minion's cached pillar is read. #}
 {%- set kos = salt['pillar.get']('kos', {}) %}
+{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
 {%- set nodes = kos.get('nodes', {}) %}
 {%- set first = kos.get('first_control_plane') %}
 {%- set master_id = kos.get('salt_master', {}).get('id') %}
 {%- set bastion_id = kos.get('bastion', {}).get('id') %}
-{%- set control_planes = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | reject('equalto', first) | list %}
-{%- set workers = nodes | dictsort | selectattr('1.role', 'equalto', 'worker') | map(attribute='0') | list %}
-{%- set everyone = ([master_id, bastion_id, first] + control_planes + workers) | select | list %}
-{%- set batch = salt['pillar.get']('kos:orchestration:batch', None) %}
-{#- The environment layer that picks the distribution is not part of the master's
-    own pillar: the first control plane's cached pillar has it. #}
-{%- set distribution = 'microk8s' %}
-{%- if first %}
-{%- set cached = salt['saltutil.runner']('cache.pillar', tgt=first) or {} %}
-{%- set distribution = ((cached.get(first) or {}).get('kubernetes') or {}).get('distribution', 'microk8s') %}
+{%- set all_control_planes = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | reject('equalto', first) | list %}
+{%- set all_workers = nodes | dictsort | selectattr('1.role', 'equalto', 'worker') | map(attribute='0') | list %}
+{%- set known = ([master_id, bastion_id, first] + all_control_planes + all_workers) | select | list %}
+{%- set exclude = salt['pillar.get']('exclude', []) %}
+{%- set limit = salt['pillar.get']('limit', []) %}
+{%- set problems = [] %}
+{%- for key, value in [('exclude', exclude), ('limit', limit)] %}
+{%- if value is string or value is not sequence or value is mapping %}
+{%- do problems.append("pillar key '" ~ key ~ "' must be a list of minion ids, got " ~ value | tojson) %}
+{%- else %}
+{%- for minion in value if minion not in known %}
+{%- do problems.append("pillar key '" ~ key ~ "': " ~ minion | tojson ~ " is not a minion of this deployment; use one of " ~ known | join(', ')) %}
+{%- endfor %}
 {%- endif %}
+{%- endfor %}
+{%- if problems %}
+
+kos-orch-deploy-options:
+  test.fail_without_changes:
+    - name: {{ problems | join('; ') | tojson }}
+{%- else %}
+{%- set selected = known | select('in', limit) | list if limit else known %}
+{%- set targets = selected | reject('in', exclude) | list %}
+{%- set control_planes = all_control_planes | select('in', targets) | list %}
+{%- set workers = all_workers | select('in', targets) | list %}
+{%- set first_in = first in targets %}
+{#- Joining nodes need the first control plane's credentials even when it is not converged. #}
+{%- set credentials_from_first = first and first not in exclude and (control_planes or workers) %}
+{%- set everyone = targets + ([first] if credentials_from_first and not first_in else []) %}
+{%- set batch = salt['pillar.get']('kos:orchestration:batch', None) %}
 {#- kubeadm: fresh join credentials from the first control plane before every wave,
     revoked after the last one. #}
-{%- set kubeadm = distribution == 'kubeadm' and first %}
+{%- set kubeadm = distribution == 'kubeadm' and (first_in or credentials_from_first) %}
+{%- if not everyone %}
+
+kos-orch-deploy-nothing:
+  test.succeed_without_changes:
+    - name: every minion is excluded
+{%- else %}
+
+# Nothing changes unless every minion a step targets answers; the comment names the silent.
+kos-orch-deploy-ping:
+  salt.function:
+    - name: test.ping
+    - tgt: {{ everyone | join(',') }}
+    - tgt_type: list
+    - expect_minions: True
+    - timeout: 30
 
 kos-orch-deploy-sync:
   salt.function:
@@ -28,6 +70,8 @@ kos-orch-deploy-sync:
     - tgt_type: list
     - kwarg:
         refresh: True
+    - require:
+      - salt: kos-orch-deploy-ping
 
 kos-orch-deploy-refresh-pillar:
   salt.function:
@@ -57,7 +101,7 @@ kos-orch-deploy-mine:
     - require:
       - salt: kos-orch-deploy-validate
 {%- set last = ['kos-orch-deploy-mine'] %}
-{%- for step, target in [('salt-master', master_id), ('bastion', bastion_id), ('first-control-plane', first)] if target %}
+{%- for step, target in [('salt-master', master_id), ('bastion', bastion_id), ('first-control-plane', first)] if target in targets %}
 
 kos-orch-deploy-{{ step }}:
   salt.state:
@@ -67,6 +111,16 @@ kos-orch-deploy-{{ step }}:
       - salt: {{ last[-1] }}
 {%- do last.append('kos-orch-deploy-' ~ step) %}
 {%- endfor %}
+{%- if credentials_from_first and not first_in and not kubeadm %}
+
+kos-orch-deploy-first-control-plane-credentials:
+  salt.state:
+    - tgt: {{ first }}
+    - sls: {{ distribution }}.credentials
+    - require:
+      - salt: {{ last[-1] }}
+{%- do last.append('kos-orch-deploy-first-control-plane-credentials') %}
+{%- endif %}
 {%- for cp in control_planes %}
 {%- if kubeadm %}
 
@@ -119,5 +173,7 @@ kos-orch-deploy-kubeadm-revoke:
     - sls: kubeadm.revoke
     - order: last
     - require:
-      - salt: kos-orch-deploy-first-control-plane
+      - salt: kos-orch-deploy-mine
+{%- endif %}
+{%- endif %}
 {%- endif %}

@@ -1,22 +1,43 @@
-# Kubernetes nodes, keyed by hostname. Security groups sit on the ports only, and every port
-# may carry pod and service addresses: kube-router routes them without encapsulation.
+# Kubernetes nodes, keyed by hostname. Security groups sit on the ports only; what they let
+# through between the nodes follows the one distribution variable.
 
 locals {
   public_nodes   = { for name, node in var.nodes : name => node if node.public_ip != null }
   floating_nodes = { for name, node in var.nodes : name => node if node.floating_ip }
   admin_nodes    = { for name, node in var.nodes : name => node if node.admin_network }
 
-  address_pairs = [var.pod_cidr, var.service_cidr]
+  # What each distribution's pod network needs between the nodes.
+  cni = {
+    # microk8s runs Calico with its VXLAN backend (https://microk8s.io/docs/change-cidr) and
+    # the formula keeps it: pod traffic crosses the network encapsulated between node
+    # addresses, UDP 4789.
+    microk8s = {
+      routed = false
+      ports = {
+        vxlan = { protocol = "udp", min = 4789, max = 4789, description = "Calico VXLAN (microk8s pod network)" }
+      }
+    }
+    # kube-router routes pods without encapsulation (BGP between the nodes): packets keep
+    # pod and service addresses, which every port must allow.
+    kubeadm = {
+      routed = true
+      ports = {
+        bgp              = { protocol = "tcp", min = 179, max = 179, description = "BGP (kube-router)" }
+        "kube-router-hc" = { protocol = "tcp", min = 20244, max = 20244, description = "kube-router health" }
+      }
+    }
+  }
+  routed = local.cni[var.distribution].routed
+
+  address_pairs = local.routed ? [var.pod_cidr, var.service_cidr] : []
 
   # Between nodes, inside the private network.
   cluster_ports = merge(
     {
-      bgp              = { protocol = "tcp", min = 179, max = 179, description = "BGP (kube-router)" }
-      api              = { protocol = "tcp", min = var.api_port, max = var.api_port, description = "Kubernetes API" }
-      kubelet          = { protocol = "tcp", min = 10250, max = 10250, description = "kubelet" }
-      "nodeports-tcp"  = { protocol = "tcp", min = 30000, max = 32767, description = "NodePort services (TCP)" }
-      "nodeports-udp"  = { protocol = "udp", min = 30000, max = 32767, description = "NodePort services (UDP)" }
-      "kube-router-hc" = { protocol = "tcp", min = 20244, max = 20244, description = "kube-router health" }
+      api             = { protocol = "tcp", min = var.api_port, max = var.api_port, description = "Kubernetes API" }
+      kubelet         = { protocol = "tcp", min = 10250, max = 10250, description = "kubelet" }
+      "nodeports-tcp" = { protocol = "tcp", min = 30000, max = 32767, description = "NodePort services (TCP)" }
+      "nodeports-udp" = { protocol = "udp", min = 30000, max = 32767, description = "NodePort services (UDP)" }
     },
     var.distribution == "microk8s" ? {
       dqlite          = { protocol = "tcp", min = 19001, max = 19001, description = "dqlite (microk8s datastore)" }
@@ -24,6 +45,7 @@ locals {
       } : {
       etcd = { protocol = "tcp", min = 2379, max = 2380, description = "etcd" }
     },
+    local.cni[var.distribution].ports,
   )
 
   # From outside, on k8s-cp-1's public or admin port only.
@@ -124,6 +146,8 @@ resource "openstack_networking_secgroup_rule_v2" "icmp" {
 
 # Routed pod traffic keeps the pod's source address.
 resource "openstack_networking_secgroup_rule_v2" "pods" {
+  count = local.routed ? 1 : 0
+
   security_group_id = openstack_networking_secgroup_v2.cluster.id
   description       = "any traffic from pods"
   direction         = "ingress"

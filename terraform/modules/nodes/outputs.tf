@@ -34,6 +34,18 @@ output "ports" {
   )
 }
 
+output "cluster_rules" {
+  description = "What the cluster security group lets in, by rule name: protocol (null: any), port range and source."
+  value = merge(
+    { for name, rule in openstack_networking_secgroup_rule_v2.cluster : name => {
+      protocol = rule.protocol, min = rule.port_range_min, max = rule.port_range_max, source = rule.remote_ip_prefix
+    } },
+    { for rule in openstack_networking_secgroup_rule_v2.pods : "pods" => {
+      protocol = null, min = null, max = null, source = rule.remote_ip_prefix
+    } },
+  )
+}
+
 output "security_group_ids" {
   description = "IDs of the cluster and edge security groups."
   value = {

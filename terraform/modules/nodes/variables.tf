@@ -43,7 +43,7 @@ variable "flavor_name" {
 
 variable "distribution" {
   type        = string
-  description = "microk8s or kubeadm: decides which control-plane ports are opened between nodes."
+  description = "microk8s or kubeadm: decides the datastore and pod-network ports opened between nodes, and whether ports carry pod and service addresses."
 
   validation {
     condition     = contains(["microk8s", "kubeadm"], var.distribution)
@@ -94,12 +94,12 @@ variable "private_cidr" {
 
 variable "pod_cidr" {
   type        = string
-  description = "CIDR of the pods: an allowed address pair on every node port."
+  description = "CIDR of the pods: with a routed pod network (kubeadm) an allowed address pair on every node port and a trusted source."
 }
 
 variable "service_cidr" {
   type        = string
-  description = "CIDR of the services: an allowed address pair on every node port."
+  description = "CIDR of the services: with a routed pod network (kubeadm) an allowed address pair on every node port."
 }
 
 variable "bastion_private_ip" {

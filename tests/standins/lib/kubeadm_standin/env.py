@@ -120,3 +120,20 @@ def out(text=""):
 def err(text):
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
+
+
+FAULTS_DIR = "/kos-standin-faults"
+
+
+def take_fault(name):
+    """True once for each fault a test armed by creating `$ROOT/kos-standin-faults/<name>`.
+
+    A test knob, not part of the simulated node: the file is consumed, so the next run of
+    the command behaves normally again (the way a transient failure does).
+    """
+    path = host(os.path.join(FAULTS_DIR, name))
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False

@@ -2,6 +2,7 @@
 
 import os
 import random
+import signal
 import sys
 import time
 
@@ -265,6 +266,16 @@ def cmd_init(args, parse_for, validate_mixed):
         _print_dry_run_files(real_dir, shown_dir)
     else:
         env.out("[kubelet-start] Starting the kubelet")
+        if env.take_fault("init-killed-after-control-plane"):
+            # what an init killed while it waits for the control plane leaves: every file
+            # up to kubelet-start, nothing uploaded, no API server (reference B.2.3)
+            if not kubelet_conf_existed:
+                common.write_kubelet_client(
+                    node["name"], os.path.join(pki_dir, "ca.crt"), os.path.join(pki_dir, "ca.key"),
+                    algorithm, os.path.join(kube_dir, "kubelet.conf"),
+                    "https://" + common.control_plane_endpoint(cc, node), ca_pem,
+                    cc["clusterName"])
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # everything the later phases store in the cluster, written before the API server starts
     token = extras["token"].get("token") or common.random_token()

@@ -461,6 +461,11 @@ def cmd_join(args, parse_for, validate_mixed):
 
     _, admin = common.admin_api("/etc/kubernetes/admin.conf")
     external = config.external_etcd(cc)
+    if not external and env.take_fault("join-fails-at-etcd"):
+        # the etcd member add fails (etcd refuses it while unhealthy): the node is already
+        # registered and kubelet.conf written (kubelet-start comes first, reference B.6.2)
+        raise common.phase_failure("control-plane-join/etcd", "error creating local etcd "
+                                   "static pod manifest file: etcdserver: unhealthy cluster")
     try:
         members = admin.post("/kos/v1/members", {"member": {
             "name": node["name"], "url": "https://" + common.local_endpoint(node)}})["members"]

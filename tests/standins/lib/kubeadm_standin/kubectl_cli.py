@@ -384,6 +384,83 @@ def _emit(objs, fmt, single, list_kind="List"):
 # ---------------------------------------------------------------------------
 # verbs
 
+SYSTEM_CONFIGMAPS = (("kube-system", "kubeadm-config"), ("kube-system", "kubelet-config"),
+                     ("kube-public", "cluster-info"))
+
+
+def _system_objects(cluster, kind):
+    """Objects kubeadm and the kubelets create, which `kubectl apply` never saw: the
+    ConfigMaps init uploads (B.2.3) and the mirror Pods of the stacked etcd members, one per
+    member, as kubeadm's static Pod `etcd-<node>` (kubeadm reads its etcd endpoints from
+    them)."""
+    objs = []
+    if kind == "ConfigMap":
+        for ns, name in SYSTEM_CONFIGMAPS:
+            try:
+                objs.append(cluster.call("GET", "/api/v1/namespaces/%s/configmaps/%s"
+                                         % (ns, name)))
+            except KubectlError as e:
+                if "(NotFound)" not in str(e):
+                    raise
+    elif kind == "Pod":
+        cluster_state = cluster.call("GET", "/kos/v1/state")
+        etcd = (cluster_state.get("clusterConfiguration") or {}).get("etcd") or {}
+        if "external" not in etcd:
+            for member in cluster_state.get("members") or []:
+                host = member["url"].split("://", 1)[-1].rsplit(":", 1)[0]
+                objs.append({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {
+                        "name": "etcd-" + member["name"], "namespace": "kube-system",
+                        "labels": {"component": "etcd", "tier": "control-plane"},
+                        "annotations": {
+                            "kubeadm.kubernetes.io/etcd.advertise-client-urls":
+                                "https://%s:2379" % host,
+                            "kubernetes.io/config.mirror": "kos-standin",
+                            "kubernetes.io/config.source": "file"}},
+                    "spec": {"nodeName": member["name"]},
+                    "status": {"phase": "Running"}})
+    return objs
+
+
+def _label_match(selector, labels):
+    """Equality-based label selectors: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-joined."""
+    for term in filter(None, (t.strip() for t in (selector or "").split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+FIELDS = {"metadata.name": lambda o: o["metadata"].get("name"),
+          "metadata.namespace": lambda o: o["metadata"].get("namespace"),
+          "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName")}
+
+
+def _field_match(selector, obj, plural, group):
+    for term in filter(None, (t.strip() for t in (selector or "").split(","))):
+        negate = "!=" in term
+        key, value = term.replace("!=", "=").replace("==", "=").split("=", 1)
+        if key not in FIELDS:
+            raise KubectlError('Error from server (BadRequest): Unable to find "%s, Resource=%s" '
+                               'that match label selector "", field selector "%s": field label '
+                               'not supported: %s' % (group + "/v1" if group else "/v1", plural,
+                                                       selector, key))
+        if (FIELDS[key](obj) == value) == negate:
+            return False
+    return True
+
+
 def cmd_get(cluster, values, pos):
     if not pos:
         raise KubectlError("You must specify the type of resource to get. Use \"kubectl "
@@ -405,6 +482,9 @@ def cmd_get(cluster, values, pos):
         created = {r["name"]: r.get("created", now) for r in items}
     else:
         objs, created = [], {}
+        for obj in _system_objects(cluster, kind):
+            objs.append(obj)
+            created[obj["metadata"]["name"]] = now
         if kind == "Namespace":
             for n in BUILTIN_NAMESPACES:
                 objs.append({"apiVersion": "v1", "kind": "Namespace",
@@ -426,7 +506,12 @@ def cmd_get(cluster, values, pos):
                 o["metadata"]["namespace"] = meta.get("namespace") or "default"
             objs.append(o)
             created[meta.get("name")] = entry["created"]
+        if namespaced and not values["all-namespaces"]:
+            objs = [o for o in objs if o["metadata"].get("namespace", "default") == ns]
         objs.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    objs = [o for o in objs
+            if _label_match(values["selector"], o["metadata"].get("labels") or {})
+            and _field_match(values["field-selector"], o, plural, group)]
     if names:
         by_name = {o["metadata"]["name"]: o for o in objs}
         selected, missing = [], []
@@ -528,10 +613,29 @@ def cmd_drain(cluster, values, pos):
             continue
         if pods:
             sys.stderr.write("Warning: ignoring DaemonSet-managed Pods: %s\n" % ", ".join(pods))
+        _evict(cluster, name)
         env.out("node/%s drained" % name)
     if failed:
         sys.stderr.flush()
         raise SystemExit(1)
+
+
+def _evict(cluster, node):
+    """Evict the Pods bound to `node` (D.5.2) that drain does not leave: applied Pods whose
+    spec.nodeName is the node, except DaemonSet Pods and static Pods' mirrors."""
+    objects = cluster.call("GET", "/kos/v1/objects", verb="drain")
+    for key, entry in sorted(objects.items()):
+        pod = entry["object"]
+        meta = pod.get("metadata") or {}
+        owners = {o.get("kind") for o in meta.get("ownerReferences") or []}
+        if pod.get("kind") != "Pod" or (pod.get("spec") or {}).get("nodeName") != node or \
+                "DaemonSet" in owners or "kubernetes.io/config.mirror" in \
+                (meta.get("annotations") or {}):
+            continue
+        env.out("evicting pod %s/%s" % (meta.get("namespace") or "default", meta["name"]))
+        cluster.call("DELETE", "/kos/v1/objects?key=%s&resource=pods&name=%s" % (
+            client.q(key), client.q(meta["name"])), verb="drain")
+        env.out("pod/%s evicted" % meta["name"])
 
 
 def cmd_delete(cluster, values, pos):

@@ -116,9 +116,11 @@ def _sign_ca():
 
 def gen_server_cert(show_stderr=False):
     """gen_server_cert: new CSR from csr.conf with the existing key, signed by the cluster CA."""
+    # openssl's complaints reach the terminal from both steps (a bad SAN fails the first:
+    # "bad ip address ... value=<san>", refresh-certs then exits 20)
     openssl(
         "req", "-new", "-sha256", "-key", certs("server.key"), "-out", certs("server.csr"),
-        "-config", certs("csr.conf"),
+        "-config", certs("csr.conf"), show_stderr=show_stderr,
     )
     openssl(
         "x509", "-req", "-sha256", "-in", certs("server.csr"), "-CA", certs("ca.crt"),

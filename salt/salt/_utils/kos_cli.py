@@ -1,0 +1,75 @@
+"""
+What the kos execution modules share: loading only when the command exists, one way
+to run a command and turn its failure into the CLI's own words, optional flags and
+the ``__context__`` cache. Loaded through ``__utils__`` (``__utils__["kos_cli.run"]``);
+utils get no ``__salt__``, so the callers hand theirs in.
+"""
+
+import salt.loader.context
+import salt.utils.path
+from salt.exceptions import CommandExecutionError
+
+
+def virtual(name, binary, hint):
+    """``__virtual__`` of a module that wraps ``binary``: its name, or why it cannot load."""
+    if salt.utils.path.which(binary):
+        return name
+    return (False, f"{name}: the '{binary}' command is not on PATH ({hint})")
+
+
+def message(res):
+    """The CLI's own words: stderr, then stdout (microk8s and snap print failures on both)."""
+    parts = [(res.get("stderr") or "").strip(), (res.get("stdout") or "").strip()]
+    return "\n".join(p for p in parts if p) or f"exit code {res.get('retcode')}"
+
+
+def run(salt, cmd, secret=False, ok_retcodes=(0,), stdin=None, describe=message):
+    """
+    Run ``cmd`` (an argument list, never a shell string) through ``salt["cmd.run_all"]``
+    and raise CommandExecutionError with ``describe(result)`` on an unexpected exit code.
+
+    ``secret`` keeps the output out of the minion log (join tokens, certificate keys,
+    kubeconfigs).
+    """
+    res = salt["cmd.run_all"](
+        list(cmd),
+        python_shell=False,
+        output_loglevel="quiet" if secret else "debug",
+        ignore_retcode=True,
+        stdin=stdin,
+    )
+    if res["retcode"] not in ok_retcodes:
+        raise CommandExecutionError(describe(res), info={"retcode": res["retcode"]})
+    return res
+
+
+def flags(table, joined=False):
+    """
+    Optional flags from ``(flag, value)`` pairs: ``None`` and ``False`` are left out,
+    ``True`` is the bare flag, anything else (``0`` included) is its value, as
+    ``--flag value`` or, with ``joined``, ``--flag=value`` with lists comma-joined.
+    """
+    args = []
+    for flag, value in table:
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(flag)
+        elif joined:
+            if isinstance(value, (list, tuple)):
+                value = ",".join(str(v) for v in value)
+            args.append(f"{flag}={value}")
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def forget(context, prefix):
+    """Drop every ``__context__`` entry of a module after something changed the node."""
+    if isinstance(context, salt.loader.context.NamedLoaderContext):
+        # A loaded module's __context__ names the dict of whichever loader runs: in here
+        # that is this utils loader. The caller's loader is the one that called us.
+        caller = context.loader().parent_loader
+        context = caller.pack["__context__"] if caller is not None else context.value()
+    for key in [k for k in context if str(k).startswith(f"{prefix}.")]:
+        context.pop(key, None)

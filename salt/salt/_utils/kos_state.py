@@ -1,0 +1,86 @@
+"""
+What the kos state modules share: the return shape, failures, and the small files
+they publish (written whole, readable by root only). Loaded through ``__utils__``
+(``__utils__["kos_state.ret"]``).
+"""
+
+import json
+import os
+
+import salt.utils.files
+
+
+def ret(name):
+    """A state return that has nothing to do yet."""
+    return {"name": name, "result": True, "changes": {}, "comment": ""}
+
+
+def fail(ret, exc):
+    """``ret`` failed with ``exc``'s message; a failure reports no changes."""
+    ret["result"] = False
+    ret["changes"] = {}
+    ret["comment"] = str(exc)
+    return ret
+
+
+def missing_module(ret, opts, module, what):
+    """
+    The execution module ``module`` did not load (its command is not installed yet):
+    a test run predicts ``what``, a real run cannot do it.
+    """
+    ret["changes"] = {}
+    if opts["test"]:
+        ret["result"] = None
+        ret["comment"] = f"would {what} once {module} is installed"
+        return ret
+    return fail(ret, f"cannot {what}: the {module} command is not installed")
+
+
+def state_file(salt, name):
+    """Where kos keeps its own note ``name`` on this node: ``<kos:state_dir>/<name>``."""
+    return os.path.join(salt["config.get"]("kos:state_dir", "/etc/kos"), name)
+
+
+def read_text(path):
+    """The file's text, or None when it cannot be read."""
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def read_json(path):
+    """The JSON document at ``path``, or None when it is missing or unreadable."""
+    text = read_text(path)
+    try:
+        return None if text is None else json.loads(text)
+    except ValueError:
+        return None
+
+
+def write_file(path, text, mode=0o600):
+    """
+    Replace ``path`` with ``text`` at once (a reader never sees half a file), created
+    with ``mode`` from the start; missing directories are made readable by root only.
+    """
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    tmp = f"{path}.kos-tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def write_json(path, doc, mode=0o600):
+    write_file(path, json.dumps(doc), mode=mode)
+
+
+def remove(path):
+    """Remove ``path``; True when there was something to remove."""
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
