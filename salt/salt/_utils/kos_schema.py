@@ -375,6 +375,10 @@ MICROK8S = section("The microk8s distribution.", {
     "snap_data": path("The snap's data directory."),
     "ready_timeout": seconds("Wait for the node to be ready", 1, 3600),
     "extra_sans": listing("More API certificate SANs.", text("SAN", "san")),
+    "networks": section("microk8s's own networks, used only where kos:networks lacks them.", {
+        "pod_cidr": text("Pod network.", "cidr"),
+        "service_cidr": text("Service network.", "cidr"),
+    }),
     "addons": s.DictItem(
         description="name: true|false, or {enabled: bool, args: [...]}.",
         title="addon",
@@ -470,6 +474,7 @@ KUBEADM = section("The kubeadm distribution.", {
         "floating_network_id": nullable(text("Floating IP network.")),
         "subnet_id": nullable(text("LoadBalancer VIP subnet.")),
         "create_monitor": flag("LoadBalancer health monitors."),
+        "instance_id_file": path("Where cloud-init left the server's UUID (kubelet provider ID)."),
         "credentials": CCM_CREDENTIALS,
     }),
 })
