@@ -22,15 +22,9 @@ mine_functions:
     - mine_function: network.ip_addrs
     - cidr: {{ kos.get('networks', {}).get('private_cidr') }}
 {%- if 'first_control_plane' in roles %}
-  # Join credentials: readable by Kubernetes nodes only.
-  kos_join:
-    - mine_function: kos.join_info
-    - allow_tgt: {{ nodes.keys() | sort | join(',') }}
-    - allow_tgt_type: list
-  # kubeadm's certificate key decrypts the cluster CA keys: control planes only.
-  kos_join_control_plane:
-    - mine_function: kos.join_info
-    - control_plane: True
-    - allow_tgt: {{ nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | join(',') }}
-    - allow_tgt_type: list
+  # Whether the cluster is up (not secret): the master's reactor converges a minion that
+  # starts only once it is. Join credentials are published per node by
+  # microk8s/kubeadm.credentials (mine.send, readable by that node alone).
+  kos_kubernetes:
+    - mine_function: kos.kubernetes_state
 {%- endif %}

@@ -281,19 +281,31 @@ def test_haproxy_config_is_valid(loaders, tmp_path):
     assert "bind 127.0.0.1:7443" in text
 
 
-def test_master_sls_renders_and_orders_init_before_credentials(loaders):
+def test_master_sls_renders_and_issues_no_credential(loaders):
     chunks = loaders.modules.state.show_low_sls("kubeadm.master")
     assert isinstance(chunks, list), chunks
     ids = [c["__id__"] for c in sorted(chunks, key=lambda c: c["order"])]
     for state_id in ("kubeadm-master-kubeadm-initialized",
                      "kubeadm-cni-kubeadm-manifest_applied-kube_router",
                      "kubeadm-ccm-file-managed-static_pod",
-                     "kubeadm-credentials-kubeadm-token_present",
-                     "kubeadm-haproxy-file-managed-config"):
+                     "kubeadm-haproxy-file-managed-config",
+                     "kubeadm-master-kubeadm-join_credentials_absent-shared"):
         assert state_id in ids, ids
-    assert ids.index("kubeadm-master-kubeadm-initialized") < \
-        ids.index("kubeadm-credentials-kubeadm-token_present") < \
-        ids.index("kubeadm-credentials-module-run-mine-update")
+    # join credentials are the orchestration's, per node: never a highstate's
+    assert not [i for i in ids if "join_credential_present" in i]
+
+
+def test_credentials_sls_issues_one_per_named_node_with_its_terraform_role(loaders):
+    worker = "k8s-worker-1.kos-fn.test"
+    ids = low_ids(loaders, "kubeadm.credentials",
+                  pillar={"kos_orchestration": {"join_nodes": [worker]}})
+    state = ids[f"kubeadm-credentials-kubeadm-join_credential_present-{worker}"]
+    assert (state["name"], state["role"], state["node_name"]) == (worker, "worker",
+                                                                  "k8s-worker-1")
+    assert len(ids) == 1
+    bad = low_ids(loaders, "kubeadm.credentials", pillar={"kos_orchestration": {
+        "join_nodes": ["k8s-cp-9.kos-fn.test", MINION_ID]}})
+    assert list(bad) == ["kubeadm-credentials-test-fail_without_changes-unknown"]
 
 
 MANAGED = {"kubeadm": {"manage": {key: True for key in ("packages", "services", "swap",
@@ -370,55 +382,6 @@ def test_remove_orchestration_goes_one_node_at_a_time(loaders):
     assert reset["require"] == [{"salt": "kubeadm-orch-remove-drain-k8s-worker-1"}]
 
 
-def orch_steps(loaders, pillar):
-    data = loaders.modules.state.show_sls("orch.deploy", pillar=pillar)
-    assert isinstance(data, dict), data
-    steps = {}
-    for sid, body in data.items():
-        for module, args in body.items():
-            if isinstance(args, list):
-                steps[sid] = dict(kv for item in args if isinstance(item, dict)
-                                  for kv in item.items())
-                steps[sid]["__fun__"] = f"{module}.{args[0]}" if isinstance(args[0], str) else module
-    return steps
-
-
-def test_the_orchestration_reads_the_distribution_from_kos(loaders):
-    """Not from a minion's cached pillar: kos:distribution, which Terraform writes."""
-    steps = orch_steps(loaders, {"kos": {"distribution": "kubeadm"},
-                                 "kubernetes": {"distribution": "microk8s"}})
-    assert "kos-orch-deploy-kubeadm-credentials-workers" in steps
-    assert steps["kos-orch-deploy-kubeadm-revoke"]["tgt"] == MINION_ID
-    microk8s = orch_steps(loaders, {"kos": {"distribution": "microk8s"}})
-    assert not any("kubeadm" in sid for sid in microk8s)
-    # every step waits for every targeted minion to answer
-    ping = steps["kos-orch-deploy-ping"]
-    assert ping["expect_minions"] is True and ping["tgt_type"] == "list"
-    assert set(ping["tgt"].split(",")) == {"salt.kos-fn.test", MINION_ID,
-                                           "k8s-worker-1.kos-fn.test"}
-    assert steps["kos-orch-deploy-sync"]["require"] == [{"salt": "kos-orch-deploy-ping"}]
-
-
-def test_the_orchestration_honours_exclude_and_limit(loaders):
-    worker = "k8s-worker-1.kos-fn.test"
-    excluded = orch_steps(loaders, {"exclude": [worker]})
-    assert "kos-orch-deploy-workers" not in excluded
-    assert worker not in excluded["kos-orch-deploy-ping"]["tgt"].split(",")
-    # without the first control plane nobody gets join credentials
-    no_first = orch_steps(loaders, {"exclude": [MINION_ID]})
-    assert not any("kubeadm" in sid or "first-control-plane" in sid for sid in no_first)
-    assert no_first["kos-orch-deploy-workers"]["tgt"] == worker
-    limited = orch_steps(loaders, {"limit": [worker]})
-    assert set(limited["kos-orch-deploy-ping"]["tgt"].split(",")) == {worker, MINION_ID}
-    assert "kos-orch-deploy-first-control-plane" not in limited
-    assert "kos-orch-deploy-salt-master" not in limited
-    assert limited["kos-orch-deploy-kubeadm-credentials-workers"]["sls"] == "kubeadm.credentials"
-    assert limited["kos-orch-deploy-workers"]["tgt"] == worker
-    bad = orch_steps(loaders, {"exclude": "k8s-worker-1.kos-fn.test"})
-    assert list(bad) == ["kos-orch-deploy-options"]
-    assert "must be a list of minion ids" in bad["kos-orch-deploy-options"]["name"]
-
-
 def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
     cp = lab["k8s-cp-1"]
     before = sorted(str(p) for p in cp.root.rglob("*"))
@@ -428,7 +391,7 @@ def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
     failed = {k: v["comment"] for k, v in results.items() if v["result"] is False}
     assert not failed, failed
     predicted = {v["__id__"] for v in results.values() if v["result"] is None}
-    assert {"kubeadm-master-kubeadm-initialized", "kubeadm-credentials-kubeadm-token_present",
+    assert {"kubeadm-master-kubeadm-initialized",
             "kubeadm-cni-kubeadm-manifest_applied-kube_router"} <= predicted
     assert sorted(str(p) for p in cp.root.rglob("*")) == before
 
@@ -484,59 +447,69 @@ def test_ca_hash_agrees_with_kubeadm_for_an_ecdsa_ca(loaders, lab, tmp_path):
     stop_apiserver(node.root)
 
 
+WORKER_ID = "k8s-worker-1.kos-fn.test"
+
+
+def credential(lab, minion):
+    return Path(lab["k8s-cp-1"].state_dir) / "join" / f"{minion}.json"
+
+
 @pytest.fixture(scope="module")
 def published(loaders, initialized, lab):
+    """A worker's credential, and a control plane's (issued for this minion: the functional
+    loaders are one minion, which the control-plane join below plays)."""
     cp = lab["k8s-cp-1"]
-    join = os.path.join(cp.state_dir, "join.json")
-    key = os.path.join(cp.state_dir, "join-control-plane.json")
     with on(cp):
-        token = loaders.states.kubeadm.token_present(
-            name=join, ttl=3600, min_remaining=900, wanted_nodes=["k8s-cp-1", "k8s-worker-1"],
-            kube_dir=cp.kube_dir)
-        cert = loaders.states.kubeadm.certificate_key_present(
-            name=key, wanted_nodes=["k8s-cp-1", "k8s-cp-2"], config=initialized["config"],
-            kube_dir=cp.kube_dir)
-    return {"token": token, "cert": cert, "join": join, "key": key}
+        token = loaders.states.kubeadm.join_credential_present(
+            name=WORKER_ID, role="worker", node_name="k8s-worker-1", ttl=1800,
+            min_remaining=600, kube_dir=cp.kube_dir)
+        cert = loaders.states.kubeadm.join_credential_present(
+            name=MINION_ID, role="control_plane", node_name="k8s-cp-2", ttl=1800,
+            min_remaining=600, config=initialized["config"], kube_dir=cp.kube_dir)
+    return {"token": token, "cert": cert, "join": credential(lab, WORKER_ID),
+            "key": credential(lab, MINION_ID)}
 
 
 def test_credentials_published_and_never_in_the_return(published, loaders, lab):
     assert published["token"].result is True and published["token"].changes, published["token"]
     assert published["cert"].result is True and published["cert"].changes, published["cert"]
-    doc = json.loads(Path(published["join"]).read_text())
-    cp_doc = json.loads(Path(published["key"]).read_text())
+    doc = json.loads(published["join"].read_text())
+    cp_doc = json.loads(published["key"].read_text())
+    assert "certificate_key" not in doc  # a worker's credential unlocks no CA key
     for ret in (published["token"], published["cert"]):
         text = json.dumps(ret.changes) + ret.comment
         assert doc["token"] not in text and cp_doc["certificate_key"] not in text
-    assert oct(Path(published["join"]).stat().st_mode & 0o777) == "0o600"
-    assert doc["expires"] > time.time() + 3000
+        assert cp_doc["token"] not in text
+    assert oct(published["join"].stat().st_mode & 0o777) == "0o600"
+    assert doc["expires"] > time.time() + 1500
     cp = lab["k8s-cp-1"]
     with on(cp):
         listed = {t["id"]: t for t in loaders.modules.kubeadm.token_list()}
-        assert listed[doc["token_id"]]["description"] == "kos: node join"
+        assert listed[doc["token_id"]]["description"] == "kos: node join k8s-worker-1"
         assert listed[cp_doc["owner_token_id"]]["description"] == \
             "Proxy for managing TTL for the kubeadm-certs secret"
-        # the published key is accepted on a second run: no change
-        again = loaders.states.kubeadm.certificate_key_present(
-            name=published["key"], wanted_nodes=["k8s-cp-2"], kube_dir=cp.kube_dir)
+        # what was issued is reused on a second run: no change
+        again = loaders.states.kubeadm.join_credential_present(
+            name=MINION_ID, role="control_plane", node_name="k8s-cp-2", kube_dir=cp.kube_dir)
         assert again.result is True and again.changes == {}, again
 
 
 def test_token_gone_from_the_cluster_is_replaced(published, loaders, lab):
     cp = lab["k8s-cp-1"]
-    old = json.loads(Path(published["join"]).read_text())
+    old = json.loads(published["join"].read_text())
+    kwargs = dict(name=WORKER_ID, role="worker", node_name="k8s-worker-1", kube_dir=cp.kube_dir)
     with on(cp):
         loaders.modules.kubeadm.token_delete(old["token_id"])
-        predicted = loaders.states.kubeadm.token_present(name=published["join"],
-                                                             kube_dir=cp.kube_dir, test=True)
-        ret = loaders.states.kubeadm.token_present(name=published["join"], kube_dir=cp.kube_dir)
+        predicted = loaders.states.kubeadm.join_credential_present(test=True, **kwargs)
+        ret = loaders.states.kubeadm.join_credential_present(**kwargs)
     assert predicted.result is None and "gone from the cluster" in predicted.comment
     assert ret.result is True and "gone from the cluster" in ret.comment
-    assert json.loads(Path(published["join"]).read_text())["token_id"] != old["token_id"]
+    assert json.loads(published["join"].read_text())["token_id"] != old["token_id"]
 
 
 def test_worker_joins_with_the_published_credentials(published, loaders, lab):
     cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
-    doc = json.loads(Path(published["join"]).read_text())
+    doc = json.loads(published["join"].read_text())
     with on(worker):
         out = loaders.modules.kubeadm.join(
             f"{cp.ip}:6443", doc["token"], doc["ca_cert_hash"], node_name="k8s-worker-1",
@@ -561,10 +534,7 @@ def test_a_control_plane_join_that_failed_at_etcd_is_redone(published, loaders, 
     """kubeadm wrote kubelet.conf and registered the node, then the etcd member add failed:
     the old check (kubelet.conf exists) called that joined, forever."""
     cp, cp2 = lab["k8s-cp-1"], lab["k8s-cp-2"]
-    with on(cp):
-        loaders.modules.mine.send("kos_join", mine_function="kos.join_info")
-        loaders.modules.mine.send("kos_join_control_plane", mine_function="kos.join_info",
-                                  control_plane=True)
+    # the credential issued for this minion, as a control plane, is in the (masterless) mine
     arm(cp2, "join-fails-at-etcd")
     kwargs = dict(name=MINION_ID, api_server_endpoint=f"{cp.ip}:6443", role="control_plane",
                   node_name="k8s-cp-2", advertise_address=cp2.ip, bind_port=6443,
@@ -679,15 +649,17 @@ def test_drain_reset_delete_a_worker(published, loaders, lab):
 
 def test_revoke_deletes_tokens_and_the_certs_secret(published, loaders, lab):
     cp = lab["k8s-cp-1"]
-    cp_doc = json.loads(Path(published["key"]).read_text())
+    cp_doc = json.loads(published["key"].read_text())
     with on(cp):
         ret = loaders.states.kubeadm.join_credentials_absent(
-            name=published["join"], certificate_key_file=published["key"], kube_dir=cp.kube_dir)
+            name="creds", nodes=[WORKER_ID, MINION_ID], kube_dir=cp.kube_dir)
         again = loaders.states.kubeadm.join_credentials_absent(
-            name=published["join"], certificate_key_file=published["key"], kube_dir=cp.kube_dir)
+            name="creds", nodes=[WORKER_ID, MINION_ID], kube_dir=cp.kube_dir)
         listed = loaders.modules.kubeadm.token_list()
+        mine = loaders.modules.mine.get(MINION_ID, f"kos_join_{MINION_ID}")
     assert ret.result is True and ret.changes, ret
     assert again.changes == {}
-    assert not any(t["description"] == "kos: node join" for t in listed)
+    assert not any(t["description"].startswith("kos: node join") for t in listed)
     assert not any(t["id"] == cp_doc["owner_token_id"] for t in listed)
-    assert not Path(published["join"]).exists() and not Path(published["key"]).exists()
+    assert not published["join"].exists() and not published["key"].exists()
+    assert mine == {}

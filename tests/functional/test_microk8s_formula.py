@@ -8,6 +8,7 @@ Each simulated node has its own stand-in root and loopback address; the cluster 
 started here are stopped by pidfile when the module ends.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -205,10 +206,31 @@ def test_a_failed_refresh_fails_until_the_certificate_has_the_san(master, nodes,
                                            snap_data=node.snap_data).changes == {}
 
 
+def test_a_credential_is_issued_for_the_named_node_only_with_its_terraform_role(
+        master, nodes, loaders_for):
+    node = nodes["solo"]
+    salt = loaders_for(node)
+    fresh = f"fresh.{DOMAIN}"
+    ret = salt.modules.state.sls("microk8s.credentials",
+                                 pillar={"kos_orchestration": {"join_nodes": [fresh]}})
+    failed = {k: v["comment"] for k, v in ret.raw.items() if v["result"] is not True}
+    assert not failed, failed
+    doc = json.loads((node.root / "etc/kos/join" / f"{fresh}.json").read_text())
+    assert (doc["node"], doc["role"]) == (fresh, "control_plane")
+    assert list((node.root / "etc/kos/join").iterdir()) == [
+        node.root / "etc/kos/join" / f"{fresh}.json"]
+    # a node Terraform does not list, or the first control plane itself: nothing issued
+    bad = salt.modules.state.sls("microk8s.credentials", pillar={"kos_orchestration": {
+        "join_nodes": ["stranger.example.com", MINION_ID]}})
+    failing = [v for v in bad.raw.values() if v["result"] is False]
+    assert len(failing) == 1 and "stranger.example.com, " + MINION_ID in failing[0]["name"]
+    assert len(list((node.root / "etc/kos/join").iterdir())) == 1
+
+
 def test_clean_leaves_no_file_behind(master, nodes, loaders_for):
     node = nodes["solo"]
     salt = loaders_for(node)
-    assert (node.root / "etc/kos/join.json").exists()
+    assert list((node.root / "etc/kos/join").iterdir())
     assert (node.root / "var/snap/microk8s/common/.microk8s.yaml").exists()
     ret = salt.modules.state.sls("microk8s.clean")
     failed = {k: v["comment"] for k, v in ret.raw.items() if v["result"] is not True}

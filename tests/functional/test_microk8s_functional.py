@@ -74,6 +74,8 @@ def loaders(tmp_path_factory):
         module_dirs=[str(REPO / "salt" / "salt" / "_modules")],
         states_dirs=[str(REPO / "salt" / "salt" / "_states")],
         utils_dirs=[str(REPO / "salt" / "salt" / "_utils")],
+        # never this machine's /etc/kos, whatever a test reloads
+        kos={"state_dir": str(root / "kos")},
     )
     return Loaders(opts)
 
@@ -87,6 +89,8 @@ def on(monkeypatch, loaders):
         monkeypatch.setenv("KOS_STANDIN_ROOT", str(node.root))
         monkeypatch.setenv("KOS_STANDIN_IP", node.ip)
         loaders.reload_all()
+        # kos's own notes (join credentials) on the node's disk
+        loaders.opts["kos"] = {"state_dir": str(node.root / "etc" / "kos")}
         return loaders
 
     return select
@@ -136,14 +140,22 @@ def test_helm3_cannot_be_disabled(nodes, on):
     assert ret.result is False and "is enabled" in ret.comment
 
 
-def test_extra_sans_reach_the_certificate_and_invalidate_the_published_token(nodes, on):
+WORKER_ID = "worker.kos-fn.test"
+
+
+def issued(cp):
+    return json.loads((cp.root / "etc" / "kos" / "join" / f"{WORKER_ID}.json").read_text())
+
+
+def test_extra_sans_reach_the_certificate_and_invalidate_the_issued_credential(nodes, on):
     cp = nodes["cp"]
     salt = on(cp)
-    join_file = str(cp.root / "etc" / "kos" / "join.json")
-    first = salt.states.microk8s.join_token_published(join_file, ttl=3600, min_remaining=600, snap_data=cp.snap_data)
+    kwargs = dict(role="worker", ttl=1800, min_remaining=600, snap_data=cp.snap_data)
+    first = salt.states.microk8s.join_credential_present(WORKER_ID, **kwargs)
     assert first.result is True and first.changes
-    assert salt.states.microk8s.join_token_published(join_file, ttl=3600, min_remaining=600, snap_data=cp.snap_data).changes == {}
-    published = json.loads(Path(join_file).read_text())
+    assert salt.states.microk8s.join_credential_present(WORKER_ID, **kwargs).changes == {}
+    published = issued(cp)
+    assert (published["node"], published["role"]) == (WORKER_ID, "worker")
 
     ret = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.10"], snap_data=cp.snap_data)
     assert ret.result is True and ret.changes == {
@@ -156,14 +168,17 @@ def test_extra_sans_reach_the_certificate_and_invalidate_the_published_token(nod
     assert "IP Address:203.0.113.10" in san
 
     # the new certificate has a new fingerprint: the old connection string would fail (exit 4)
-    again = salt.states.microk8s.join_token_published(join_file, ttl=3600, min_remaining=600, snap_data=cp.snap_data)
+    again = salt.states.microk8s.join_credential_present(WORKER_ID, **kwargs)
     assert again.changes and "certificate changed" in again.comment
-    assert json.loads(Path(join_file).read_text())["check"] != published["check"]
+    assert issued(cp)["check"] != published["check"]
+    # the replaced token is withdrawn
+    assert not salt.modules.microk8s.token_valid(published["connection"].split("/")[1],
+                                                 cp.snap_data)
 
 
-def test_worker_joins_with_the_published_token(nodes, on):
+def test_worker_joins_with_its_credential_which_is_then_revoked(nodes, on, tmp_path):
     cp, worker = nodes["cp"], nodes["worker"]
-    published = json.loads((cp.root / "etc" / "kos" / "join.json").read_text())
+    published = issued(cp)
     salt = on(worker)
     assert salt.states.snap.installed("microk8s", channel="1.31/stable", classic=True).result is True
     salt.reload_all()
@@ -171,9 +186,25 @@ def test_worker_joins_with_the_published_token(nodes, on):
     assert salt.modules.microk8s.is_worker() is True
     salt = on(cp)
     assert salt.modules.microk8s.nodes()["worker"]["role"] == "worker"
-    # a TTL token is not consumed: it is still valid for the next node
+    # a TTL token survives a join (reference A.7.3): it is revoked, not consumed
     token = published["connection"].split("/")[1]
     assert salt.modules.microk8s.token_valid(token, cp.snap_data)
+    revoked = salt.states.microk8s.join_credentials_absent("creds", nodes=[WORKER_ID],
+                                                           snap_data=cp.snap_data)
+    assert revoked.result is True and revoked.changes
+    assert not salt.modules.microk8s.token_valid(token, cp.snap_data)
+    assert not (cp.root / "etc" / "kos" / "join" / f"{WORKER_ID}.json").exists()
+    # used once: as a control plane or as a worker, it joins nothing any more
+    stranger = Node(tmp_path, "stranger", cp.ip.rsplit(".", 1)[0] + ".3")
+    salt = on(stranger)
+    salt.states.snap.installed("microk8s", channel="1.31/stable", classic=True)
+    salt.reload_all()
+    try:
+        for worker_join in (False, True):
+            with pytest.raises(Exception, match=r"Invalid token \(500\)"):
+                salt.modules.microk8s.join(published["connection"], worker=worker_join)
+    finally:
+        kill_all_agents(str(stranger.root))
 
 
 def test_single_use_token_is_burned_by_a_failed_join(nodes, on, tmp_path):

@@ -4,6 +4,7 @@ load its shared helpers the way a minion does: through Salt's utils loader (``__
 import functools
 import importlib.util
 import sys
+import tempfile
 from pathlib import Path
 
 import salt.config
@@ -24,9 +25,14 @@ def load(kind, name):
     return module
 
 
+_EXTMODS = tempfile.TemporaryDirectory(prefix="kos-unit-extmods-")
+
+
 @functools.cache
 def utils():
     """``__utils__`` as Salt's loader builds it, with salt/salt/_utils on its path."""
     opts = salt.config.minion_config(None)
     opts["utils_dirs"] = [str(SALT_TREE / "_utils")]
+    # not this machine's minion cache: a copy synced there earlier would shadow the tree's
+    opts["extension_modules"] = _EXTMODS.name
     return salt.loader.utils(opts)

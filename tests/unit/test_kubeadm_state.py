@@ -19,6 +19,8 @@ NEW_TOKEN = "newtok.0123456789abcdef"
 KEY = "a" * 64
 HASH = "sha256:" + "c" * 64
 PROXY = mod.CERT_TOKEN_DESCRIPTION
+ME = "k8s-worker-1.example.com"
+CP2 = "k8s-cp-2.example.com"
 
 
 def tok(token_id, expires, description="kos: node join"):
@@ -72,6 +74,8 @@ def m(state_dir):
     mocks["kubeadm.token_list"].return_value = []
     mocks["kubeadm.init_status"].return_value = FRESH
     mocks["mine.get"] = create_autospec(salt.modules.mine.get, return_value={})
+    mocks["mine.send"] = create_autospec(salt.modules.mine.send, return_value=True)
+    mocks["mine.delete"] = create_autospec(salt.modules.mine.delete, return_value=True)
     config = {"kos:state_dir": str(state_dir)}
     mocks["config.get"] = create_autospec(salt.modules.config.get,
                                           side_effect=lambda k, d="": config.get(k, d))
@@ -81,7 +85,7 @@ def m(state_dir):
 @pytest.fixture
 def configure_loader_modules(m, request):
     test = request.getfixturevalue("test_mode") if "test_mode" in request.fixturenames else False
-    return {states: {"__utils__": utils(), "__salt__": m, "__opts__": {"test": test},
+    return {states: {"__utils__": utils(), "__salt__": m, "__opts__": {"test": test, "id": ME},
                      "__grains__": {"host": "k8s-worker-1"}}}
 
 
@@ -197,84 +201,140 @@ def test_a_slow_api_of_an_initialized_node_is_waited_for(m, tmp_path):
     m["kubeadm.api_ready"].assert_called_once_with(timeout=7)
 
 
-# --- token_present ---------------------------------------------------------------------------
+# --- join_credential_present -----------------------------------------------------------------
 
-def publish(path, token_id="abcdef", expires=None, ca=HASH):
-    path.write_text(json.dumps({"token": f"{token_id}.0123456789abcdef", "token_id": token_id,
-                                "ca_cert_hash": ca, "expires": expires}))
+def issued(state_dir, node=ME, role="worker", token_id="abcdef", ca=HASH, key=None,
+           owner="q1w2e3"):
+    path = state_dir / "join" / f"{node}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"node": node, "role": role, "token": f"{token_id}.0123456789abcdef",
+           "token_id": token_id, "ca_cert_hash": ca, "expires": int(time.time() + 1500)}
+    if key:
+        doc.update(certificate_key=key, owner_token_id=owner)
+    path.write_text(json.dumps(doc))
+    return path
 
 
-def test_token_reused_while_enough_ttl_remains(m, tmp_path):
-    path = tmp_path / "join.json"
-    publish(path, expires=time.time() + 3000)
+def sends(m):
+    return [c.args[0] for c in m["mine.send"].call_args_list]
+
+
+def test_credential_reused_while_enough_ttl_remains(m, state_dir):
+    issued(state_dir)
     m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.token_list"].return_value = [tok("abcdef", time.time() + 3000)]
-    ret = states.token_present(str(path), ttl=3600, min_remaining=900)
+    m["kubeadm.token_list"].return_value = [tok("abcdef", time.time() + 1500)]
+    ret = states.join_credential_present(ME, role="worker", ttl=1800, min_remaining=600)
     assert ret["result"] is True and ret["changes"] == {}, ret
     m["kubeadm.token_create"].assert_not_called()
+    m["mine.send"].assert_called_once_with(f"kos_join_{ME}", mine_function="kos.join_info",
+                                           node=ME, allow_tgt=ME, allow_tgt_type="list")
 
 
-@pytest.mark.parametrize("why", ["none", "gone", "near-expiry", "ca-changed"])
-def test_token_reissued(m, tmp_path, test_mode, why):
-    path = tmp_path / "kos" / "join.json"
-    path.parent.mkdir()
-    listed = [tok("abcdef", time.time() + (100 if why == "near-expiry" else 3000))]
-    if why != "none":
-        publish(path, expires=time.time() + 3000, ca=HASH if why != "ca-changed" else "sha256:x")
+@pytest.mark.parametrize("why", ["none", "gone", "near-expiry", "ca-changed", "other-role"])
+def test_a_workers_credential_is_a_token_of_its_own(m, state_dir, test_mode, why):
+    path = state_dir / "join" / f"{ME}.json"
+    listed = [tok("abcdef", time.time() + (100 if why == "near-expiry" else 1500))]
+    if why == "other-role":
+        issued(state_dir, role="control_plane", key=KEY)
+        listed.append(tok("q1w2e3", time.time() + 6000, PROXY))
+    elif why != "none":
+        issued(state_dir, ca=HASH if why != "ca-changed" else "sha256:x")
     if why == "gone":
         listed = []  # expired tokens vanish from the cluster
     m["kubeadm.init_status"].return_value = INITIALIZED
     m["kubeadm.token_create"].return_value = NEW_TOKEN
-    new_expiry = time.time() + 3600
-    m["kubeadm.token_list"].side_effect = [listed, listed + [tok("newtok", new_expiry)]]
+    new_expiry = time.time() + 1800
+    fresh = listed + [tok("newtok", new_expiry)]
+    m["kubeadm.token_list"].side_effect = [listed, fresh, fresh]
     before = path.read_text() if path.exists() else None
-    ret = states.token_present(str(path), ttl=3600, min_remaining=900)
+    ret = states.join_credential_present(ME, role="worker", node_name="k8s-worker-1", ttl=1800,
+                                         min_remaining=600)
     expect_applied(ret, test_mode)
     no_secrets(ret)
     if test_mode:
         m["kubeadm.token_create"].assert_not_called()
         assert (path.read_text() if path.exists() else None) == before
-    else:
-        m["kubeadm.token_create"].assert_called_once_with(ttl=3600, description="kos: node join")
-        doc = json.loads(path.read_text())
-        assert doc["token"] == NEW_TOKEN and doc["ca_cert_hash"] == HASH
-        assert doc["expires"] == int(new_expiry)
-        assert oct(path.stat().st_mode & 0o777) == "0o600"
-        assert ret["changes"]["token"]["new"]["expires"] == int(new_expiry)
-        if why in ("near-expiry", "ca-changed"):
-            m["kubeadm.token_delete"].assert_called_once_with("abcdef")
-        else:
-            m["kubeadm.token_delete"].assert_not_called()
+        return
+    m["kubeadm.token_create"].assert_called_once_with(ttl=1800,
+                                                      description="kos: node join k8s-worker-1")
+    m["kubeadm.upload_certs"].assert_not_called()  # a worker never gets the certificate key
+    doc = json.loads(path.read_text())
+    assert doc["token"] == NEW_TOKEN and doc["ca_cert_hash"] == HASH
+    assert (doc["node"], doc["role"], doc["expires"]) == (ME, "worker", int(new_expiry))
+    assert "certificate_key" not in doc
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert sends(m) == [f"kos_join_{ME}"]
+    deleted = sorted(c.args[0] for c in m["kubeadm.token_delete"].call_args_list)
+    expected = {"near-expiry": ["abcdef"], "ca-changed": ["abcdef"],
+                "other-role": ["abcdef", "q1w2e3"]}.get(why, [])
+    assert deleted == expected
 
 
-def test_token_not_issued_when_every_node_joined(m, tmp_path, test_mode):
+class Cluster:
+    """The tokens kubeadm lists: token create and upload-certs add theirs, delete removes."""
+
+    def __init__(self, m, tokens, owner_expires=None):
+        self.tokens = list(tokens)
+        m["kubeadm.token_list"].side_effect = lambda: list(self.tokens)
+        m["kubeadm.token_create"].side_effect = self.create
+        m["kubeadm.token_delete"].side_effect = self.delete
+        m["kubeadm.upload_certs"].side_effect = self.upload
+        self.owner_expires = owner_expires
+
+    def create(self, ttl=None, description=None, **kwargs):
+        self.tokens.append(tok("newtok", time.time() + ttl, description))
+        return NEW_TOKEN
+
+    def delete(self, token_id):
+        self.tokens = [t for t in self.tokens if t["id"] != token_id]
+
+    def upload(self, config=None):
+        if self.owner_expires:
+            self.tokens.append(tok("fresh1", self.owner_expires, PROXY))
+        return "b" * 64
+
+
+@pytest.mark.parametrize("why", ["none", "secret-gone", "stale", "replaced"])
+def test_a_control_planes_credential_carries_a_certificate_key(m, state_dir, test_mode, why):
+    now = time.time()
+    owner = tok("q1w2e3", now + (600 if why == "stale" else 6000), PROXY)
+    listed = [tok("abcdef", now + 1500), owner]
+    if why == "secret-gone":
+        listed = listed[:1]
+    if why == "replaced":
+        listed.append(tok("later1", now + 7000, PROXY))
+    if why != "none":
+        issued(state_dir, node=CP2, role="control_plane", key=KEY)
     m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.nodes"].return_value = {"k8s-cp-1": {}, "k8s-worker-1": {}}
-    ret = states.token_present(str(tmp_path / "join.json"),
-                               wanted_nodes=["k8s-cp-1", "k8s-worker-1"])
-    assert ret["result"] is True and ret["changes"] == {}
+    cluster = Cluster(m, listed, owner_expires=now + 7200)
+    ret = states.join_credential_present(CP2, role="control_plane", config="/k/c.yaml")
+    expect_applied(ret, test_mode)
+    no_secrets(ret)
+    assert "b" * 64 not in json.dumps(ret)
+    if test_mode:
+        m["kubeadm.upload_certs"].assert_not_called()
+        return
+    m["kubeadm.upload_certs"].assert_called_once_with(config="/k/c.yaml")
+    doc = json.loads((state_dir / "join" / f"{CP2}.json").read_text())
+    assert doc["certificate_key"] == "b" * 64 and doc["owner_token_id"] == "fresh1"
+    assert doc["key_expires"] == int(now + 7200) and doc["role"] == "control_plane"
+    # only what was stale is issued again, and what it replaces is deleted
+    assert m["kubeadm.token_create"].called is (why == "none")
+    ids = {t["id"] for t in cluster.tokens}
+    assert ("q1w2e3" in ids) is (why == "none")
+
+
+def test_credential_arguments_are_checked(m, state_dir):
+    for kwargs, words in (({"role": "worker", "ttl": 600, "min_remaining": 900}, "min_remaining"),
+                          ({"role": "etcd"}, "role must be")):
+        ret = states.join_credential_present(ME, **kwargs)
+        assert ret["result"] is False and words in ret["comment"]
     m["kubeadm.token_create"].assert_not_called()
 
 
-def test_token_issued_for_pending_nodes(m, tmp_path):
-    m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.nodes"].return_value = {"k8s-cp-1": {}}
-    m["kubeadm.token_create"].return_value = NEW_TOKEN
-    m["kubeadm.token_list"].side_effect = [[], [tok("newtok", time.time() + 3600)]]
-    ret = states.token_present(str(tmp_path / "join.json"),
-                               wanted_nodes=["k8s-cp-1", "k8s-worker-1"])
-    assert ret["result"] is True and "k8s-worker-1" in ret["comment"]
-
-
-def test_token_ttl_must_exceed_min_remaining(m, tmp_path):
-    ret = states.token_present(str(tmp_path / "j.json"), ttl=600, min_remaining=900)
-    assert ret["result"] is False and "min_remaining" in ret["comment"]
-
-
-@pytest.mark.parametrize("state", ["token_present", "certificate_key_present"])
-def test_credentials_need_a_control_plane(m, tmp_path, test_mode, state):
+def test_credentials_need_a_control_plane(m, test_mode):
     m["kubeadm.init_status"].return_value = FRESH
-    ret = getattr(states, state)(str(tmp_path / "j.json"))
+    ret = states.join_credential_present(ME, role="worker")
     if test_mode:
         # a test run on a fresh node: init comes first in the same run
         assert ret["result"] is None and "once the control plane is initialized" in ret["comment"]
@@ -282,150 +342,100 @@ def test_credentials_need_a_control_plane(m, tmp_path, test_mode, state):
         assert ret["result"] is False and "runs no initialized control plane" in ret["comment"]
         assert FRESH["reason"] in ret["comment"]
     m["kubeadm.token_create"].assert_not_called()
-    m["kubeadm.upload_certs"].assert_not_called()
 
 
-# --- certificate_key_present -----------------------------------------------------------------
-
-def publish_key(path, owner="q1w2e3", expires=None):
-    path.write_text(json.dumps({"certificate_key": KEY, "owner_token_id": owner,
-                                "expires": expires}))
-
-
-def test_certificate_key_reused_while_fresh(m, tmp_path):
-    path = tmp_path / "join-control-plane.json"
-    expires = time.time() + 6000
-    publish_key(path, expires=int(expires))
-    m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.token_list"].return_value = [tok("q1w2e3", expires, PROXY), tok("abcdef", 1)]
-    ret = states.certificate_key_present(str(path), min_remaining=900)
-    assert ret["result"] is True and ret["changes"] == {}, ret
-    m["kubeadm.upload_certs"].assert_not_called()
-
-
-@pytest.mark.parametrize("why", ["none", "secret-gone", "stale", "replaced"])
-def test_certificate_key_reuploaded(m, tmp_path, test_mode, why):
-    path = tmp_path / "join-control-plane.json"
-    now = time.time()
-    owner = tok("q1w2e3", now + (600 if why == "stale" else 6000), PROXY)
-    listed = [owner]
-    if why == "secret-gone":
-        listed = []
-    if why == "replaced":
-        listed.append(tok("later1", now + 7000, PROXY))
-    if why != "none":
-        publish_key(path, expires=int(owner["expires"]))
-    m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.upload_certs"].return_value = "b" * 64
-    fresh = tok("fresh1", now + 7200, PROXY)
-    m["kubeadm.token_list"].side_effect = [listed, listed + [fresh]]
-    ret = states.certificate_key_present(str(path), min_remaining=900, config="/k/c.yaml")
-    expect_applied(ret, test_mode)
-    no_secrets(ret)
-    assert "b" * 64 not in json.dumps(ret)
-    if test_mode:
-        m["kubeadm.upload_certs"].assert_not_called()
-    else:
-        m["kubeadm.upload_certs"].assert_called_once_with(config="/k/c.yaml")
-        doc = json.loads(path.read_text())
-        assert doc == {"certificate_key": "b" * 64, "owner_token_id": "fresh1",
-                       "uploaded": doc["uploaded"], "expires": int(fresh["expires"])}
-        assert oct(path.stat().st_mode & 0o777) == "0o600"
-
-
-def test_certificate_key_not_uploaded_when_every_control_plane_joined(m, tmp_path):
-    m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.nodes"].return_value = {"k8s-cp-1": {}, "k8s-cp-2": {}, "k8s-worker-1": {}}
-    m["kubeadm.etcd_members"].return_value = ["k8s-cp-1", "k8s-cp-2"]
-    ret = states.certificate_key_present(str(tmp_path / "k.json"),
-                                         wanted_nodes=["k8s-cp-1", "k8s-cp-2"])
-    assert ret["result"] is True and ret["changes"] == {}
-    m["kubeadm.upload_certs"].assert_not_called()
-
-
-@pytest.mark.parametrize("state", ["token_present", "certificate_key_present"])
-def test_credentials_still_issued_for_a_control_plane_without_its_etcd_member(m, tmp_path, state):
-    """A join that failed at the etcd step registered the node: it still needs credentials
-    for its next attempt."""
-    m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.nodes"].return_value = {"k8s-cp-1": {}, "k8s-cp-2": {}}
-    m["kubeadm.etcd_members"].return_value = ["k8s-cp-1"]
-    m["kubeadm.token_create"].return_value = NEW_TOKEN
-    m["kubeadm.upload_certs"].return_value = "b" * 64
-    m["kubeadm.token_list"].side_effect = [[], [tok("newtok", time.time() + 3600),
-                                                tok("fresh1", time.time() + 7200, PROXY)]]
-    if state == "token_present":
-        ret = states.token_present(str(tmp_path / "j.json"), wanted_nodes=["k8s-cp-1", "k8s-cp-2"],
-                                   control_planes=["k8s-cp-1", "k8s-cp-2"])
-    else:
-        ret = states.certificate_key_present(str(tmp_path / "k.json"),
-                                             wanted_nodes=["k8s-cp-1", "k8s-cp-2"])
-    assert ret["result"] is True and ret["changes"], ret
-
-
-def test_a_token_that_cannot_be_published_is_deleted_again(m, tmp_path):
+def test_a_credential_that_cannot_be_published_is_deleted_again(m, state_dir):
     m["kubeadm.init_status"].return_value = INITIALIZED
     m["kubeadm.token_create"].return_value = NEW_TOKEN
-    m["kubeadm.token_list"].side_effect = [[], [tok("newtok", time.time() + 3600)]]
-    blocked = tmp_path / "not-a-dir"
-    blocked.write_text("x")
-    ret = states.token_present(str(blocked / "join.json"))
-    assert ret["result"] is False and "issuing a join token failed" in ret["comment"]
+    m["kubeadm.token_list"].side_effect = [[], [tok("newtok", time.time() + 1800)]]
+    m["mine.send"].return_value = False
+    ret = states.join_credential_present(ME, role="worker")
+    assert ret["result"] is False and "issuing a join credential" in ret["comment"]
     m["kubeadm.token_delete"].assert_called_once_with("newtok")
 
 
-def test_certificate_key_upload_without_owner_fails(m, tmp_path):
+def test_certificate_key_upload_without_owner_fails(m, state_dir):
     m["kubeadm.init_status"].return_value = INITIALIZED
-    m["kubeadm.upload_certs"].return_value = KEY
-    m["kubeadm.token_list"].return_value = []
-    ret = states.certificate_key_present(str(tmp_path / "k.json"))
+    cluster = Cluster(m, [], owner_expires=None)
+    ret = states.join_credential_present(CP2, role="control_plane")
     assert ret["result"] is False and "no token owns" in ret["comment"]
-    assert KEY not in json.dumps(ret)
+    assert KEY not in json.dumps(ret) and "b" * 64 not in json.dumps(ret)
+    assert cluster.tokens == []  # the token this run created is deleted again
 
 
 # --- join_credentials_absent -----------------------------------------------------------------
 
-def test_credentials_absent_nothing_left(m, tmp_path):
+def test_credentials_absent_nothing_left(m):
     m["kubeadm.init_status"].return_value = INITIALIZED
     m["kubeadm.token_list"].return_value = [tok("zz9yx8", None, "")]
-    ret = states.join_credentials_absent(str(tmp_path / "join.json"),
-                                         certificate_key_file=str(tmp_path / "cp.json"))
+    ret = states.join_credentials_absent("creds", nodes=[ME])
     assert ret["result"] is True and ret["changes"] == {}
     m["kubeadm.token_delete"].assert_not_called()
 
 
-def test_credentials_revoked(m, tmp_path, test_mode):
-    join, cp = tmp_path / "join.json", tmp_path / "cp.json"
-    publish(join, expires=time.time() + 3000)
-    publish_key(cp, owner="q1w2e3", expires=int(time.time() + 6000))
+def test_credentials_revoked(m, state_dir, test_mode):
+    worker = issued(state_dir, token_id="abcdef")
+    cp = issued(state_dir, node=CP2, role="control_plane", token_id="cp2tok", key=KEY)
+    kept = issued(state_dir, node="k8s-worker-2.example.com", token_id="w2tokn")
+    legacy = state_dir / "join.json"
+    legacy.write_text(json.dumps({"token": "initkn.0123456789abcdef", "token_id": "initkn"}))
     m["kubeadm.init_status"].return_value = INITIALIZED
+    own = "kos: node join k8s-"
     m["kubeadm.token_list"].return_value = [
-        tok("abcdef", time.time() + 3000), tok("initkn", time.time() + 300),
+        tok("abcdef", time.time() + 1500, own + "worker-1"),
+        tok("cp2tok", time.time() + 1500, own + "cp-2"),
+        tok("w2tokn", time.time() + 1500, own + "worker-2"),
+        tok("initkn", time.time() + 300),  # kubeadm init's own, and earlier versions' token
         tok("q1w2e3", time.time() + 6000, PROXY), tok("other1", None, "someone else's"),
     ]
-    ret = states.join_credentials_absent(str(join), certificate_key_file=str(cp))
+    ret = states.join_credentials_absent("creds", nodes=[ME, CP2])
     expect_applied(ret, test_mode)
     no_secrets(ret)
-    assert ret["changes"]["tokens"] == {"old": 2, "new": 0}
+    assert ret["changes"]["credentials"]["old"] == [CP2, ME, "(shared)"]
+    assert ret["changes"]["tokens"] == {"old": 4, "new": 0}
+    assert kept.exists()
     if test_mode:
         m["kubeadm.token_delete"].assert_not_called()
-        assert join.exists() and cp.exists()
-    else:
-        deleted = [c.args[0] for c in m["kubeadm.token_delete"].call_args_list]
-        assert deleted == ["abcdef", "initkn", "q1w2e3"]
-        assert not join.exists() and not cp.exists()
+        assert worker.exists() and cp.exists() and legacy.exists()
+        return
+    deleted = [c.args[0] for c in m["kubeadm.token_delete"].call_args_list]
+    assert deleted == ["abcdef", "cp2tok", "initkn", "q1w2e3"]
+    assert not worker.exists() and not cp.exists() and not legacy.exists()
+    assert sorted(c.args[0] for c in m["mine.delete"].call_args_list) == [
+        f"kos_join_{CP2}", f"kos_join_{ME}"]
+
+
+def test_the_shared_tokens_go_with_an_empty_list(m, state_dir, test_mode):
+    """kubeadm init's own token (the description alone) goes; a node's own stays."""
+    m["kubeadm.init_status"].return_value = INITIALIZED
+    m["kubeadm.token_list"].return_value = [tok("initkn", time.time() + 600),
+                                            tok("w1tokn", time.time() + 900,
+                                                "kos: node join k8s-worker-1")]
+    ret = states.join_credentials_absent("creds", nodes=[])
+    expect_applied(ret, test_mode)
+    assert ret["changes"]["tokens"] == {"old": 1, "new": 0}
+    deleted = [c.args[0] for c in m["kubeadm.token_delete"].call_args_list]
+    assert deleted == ([] if test_mode else ["initkn"])
+
+
+def test_without_a_list_every_kos_token_goes(m, state_dir):
+    m["kubeadm.init_status"].return_value = INITIALIZED
+    m["kubeadm.token_list"].return_value = [tok("stray1", time.time() + 300),
+                                            tok("other1", None, "someone else's")]
+    ret = states.join_credentials_absent("creds")
+    assert ret["result"] is True and ret["changes"]["tokens"] == {"old": 1, "new": 0}
+    m["kubeadm.token_delete"].assert_called_once_with("stray1")
 
 
 # --- joined ----------------------------------------------------------------------------------
 
-def mine(m, token=None, key=None, left=3000, key_left=6000):
-    data = {
-        "kos_join": {"k8s-cp-1": {"token": token or TOKEN, "ca_cert_hash": HASH,
-                                  "expires": time.time() + left}},
-        "kos_join_control_plane": {"k8s-cp-1": {"certificate_key": key or KEY,
-                                                "expires": time.time() + key_left}},
-    }
-    m["mine.get"].side_effect = lambda tgt, fun, *a, **kw: data[fun]
+def mine(m, node=ME, role="worker", token=None, key=None, left=1500, key_left=6000):
+    doc = {"node": node, "role": role, "token": token or TOKEN, "ca_cert_hash": HASH,
+           "expires": time.time() + left}
+    if role == "control_plane" and key is not False:
+        doc.update(certificate_key=key or KEY, key_expires=time.time() + key_left)
+    m["mine.get"].side_effect = lambda tgt, fun, *a, **kw: (
+        {"k8s-cp-1": doc} if fun == f"kos_join_{ME}" else {})
 
 
 def test_joined_does_nothing_when_joined(m):
@@ -455,12 +465,12 @@ def test_joined_worker(m, test_mode):
             kubelet_extra_args=args, discovery_timeout=300)
         m["kubeadm.api_ready"].assert_not_called()
         m["kubeadm.reset"].assert_not_called()
-        assert [c.args for c in m["mine.get"].call_args_list] == [("k8s-cp-1", "kos_join")]
+        assert [c.args for c in m["mine.get"].call_args_list] == [("k8s-cp-1", f"kos_join_{ME}")]
 
 
 def test_joined_control_plane_uses_the_certificate_key(m):
     m["kubeadm.join_status"].side_effect = [NOT_JOINED, JOINED]
-    mine(m)
+    mine(m, role="control_plane")
     ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane",
                         node_name="k8s-cp-2", advertise_address="10.1.0.12", bind_port=6443,
                         timeout=30)
@@ -479,7 +489,7 @@ ETCD_STEP_FAILED = join(False, True, True, "node k8s-cp-2 is registered but runs
 def test_a_control_plane_join_that_failed_at_etcd_is_reset_and_redone(m, test_mode):
     """kubelet.conf exists and the node is registered: the old check said joined, forever."""
     m["kubeadm.join_status"].side_effect = [ETCD_STEP_FAILED, JOINED]
-    mine(m)
+    mine(m, role="control_plane")
     ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane",
                         node_name="k8s-cp-2", timeout=5)
     expect_applied(ret, test_mode)
@@ -507,26 +517,31 @@ def test_a_member_whose_api_does_not_answer_is_never_reset(m, tmp_path, test_mod
 
 def test_a_join_that_never_shows_as_joined_fails_with_the_reason(m):
     m["kubeadm.join_status"].side_effect = [NOT_JOINED] + [ETCD_STEP_FAILED] * 5
-    mine(m)
+    mine(m, role="control_plane")
     ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane",
                         node_name="k8s-cp-2", timeout=0)
     assert ret["result"] is False and "runs no etcd member" in ret["comment"]
 
 
-@pytest.mark.parametrize("case", ["no-token", "token-expiring", "no-key", "key-expiring"])
-def test_joined_refuses_unusable_credentials(m, case):
+@pytest.mark.parametrize("case, words", [
+    ("no-token", "issued no join credential"), ("token-expiring", "expires in"),
+    ("no-key", "holds no certificate key"), ("key-expiring", "certificate key k8s-cp-1 issued"),
+    ("worker-credential", "not for"), ("other-node", "not for"),
+])
+def test_joined_refuses_unusable_credentials(m, case, words):
     m["kubeadm.join_status"].return_value = NOT_JOINED
     if case == "no-token":
         m["mine.get"].return_value = {}
+    elif case == "worker-credential":
+        mine(m, role="worker")  # a worker's credential: never a control plane's
+    elif case == "other-node":
+        mine(m, node="k8s-cp-3.example.com", role="control_plane")
     else:
-        mine(m, left=10 if case == "token-expiring" else 3000,
-             key_left=10 if case == "key-expiring" else 6000)
-        if case == "no-key":
-            m["mine.get"].side_effect = lambda tgt, fun, *a, **kw: (
-                {"k8s-cp-1": {"token": TOKEN, "ca_cert_hash": HASH, "expires": time.time() + 3000}}
-                if fun == "kos_join" else {})
+        mine(m, role="control_plane", left=10 if case == "token-expiring" else 1500,
+             key_left=10 if case == "key-expiring" else 6000,
+             key=False if case == "no-key" else None)
     ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane")
-    assert ret["result"] is False and "k8s-cp-1" in ret["comment"], ret
+    assert ret["result"] is False and words in ret["comment"], ret
     m["kubeadm.join"].assert_not_called()
 
 

@@ -15,6 +15,8 @@ from tests.unit.conftest import load, utils
 mod = load("modules", "microk8s")
 states = load("states", "microk8s")
 
+ME = "k8s-worker-1.example.com"
+
 TEMPLATE = """[ alt_names ]
 DNS.1 = kubernetes
 IP.1 = 127.0.0.1
@@ -56,6 +58,8 @@ def m(state_dir):
              "refresh_certs", "server_sans", "add_node", "remove_token", "cert_check",
              "token_valid"]
     mocks = {f"microk8s.{n}": create_autospec(getattr(mod, n)) for n in names}
+    mocks["mine.send"] = create_autospec(salt.modules.mine.send, return_value=True)
+    mocks["mine.delete"] = create_autospec(salt.modules.mine.delete, return_value=True)
     mocks["microk8s.server_sans"].return_value = {"ip": [], "dns": []}
     mocks["mine.get"] = create_autospec(salt.modules.mine.get, return_value={})
     mocks["network.ip_in_subnet"] = create_autospec(
@@ -73,7 +77,8 @@ def m(state_dir):
 def configure_loader_modules(m, request):
     # Tests that take test_mode run twice (test=False and test=True); the others once.
     test = request.getfixturevalue("test_mode") if "test_mode" in request.fixturenames else False
-    return {states: {"__utils__": utils(), "__salt__": m, "__opts__": {"test": test}}}
+    return {states: {"__utils__": utils(), "__salt__": m,
+                     "__opts__": {"test": test, "id": ME}}}
 
 
 def expect_applied(ret, test_mode):
@@ -242,75 +247,131 @@ def test_extra_sans_without_marker_fails(m, tmp_path):
     assert ret["result"] is False and "#MOREIPS" in ret["comment"]
 
 
-def published(tmp_path, expires, check="abcdefabcdef", token="t" * 32):
-    path = tmp_path / "join.json"
-    path.write_text(json.dumps({"connection": f"10.1.0.11:25000/{token}/{check}", "check": check, "expires": expires}))
+def issued(state_dir, node=ME, expires=None, check="abcdefabcdef", token="t" * 32,
+           role="worker"):
+    path = state_dir / "join" / f"{node}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "node": node, "role": role, "connection": f"10.1.0.11:25000/{token}/{check}",
+        "check": check, "expires": time.time() + 5000 if expires is None else expires}))
     return path
 
 
-def test_token_reused_while_enough_ttl_remains(m, tmp_path):
-    path = published(tmp_path, time.time() + 5000)
+def add_node(ttl=None, token=None):
+    return {"token": f"{token}/abcdefabcdef",
+            "urls": [f"172.17.0.1:25000/{token}/abcdefabcdef",
+                     f"10.1.0.11:25000/{token}/abcdefabcdef"],
+            "expires": int(time.time()) + ttl}
+
+
+def test_credential_reused_while_enough_ttl_remains(m, state_dir):
+    issued(state_dir)
     m["microk8s.cert_check"].return_value = "abcdefabcdef"
     m["microk8s.token_valid"].return_value = True
-    ret = states.join_token_published(str(path), ttl=7200, min_remaining=1800)
+    ret = states.join_credential_present(ME, role="worker", ttl=1800, min_remaining=600)
     assert ret["result"] is True and ret["changes"] == {}
     m["microk8s.add_node"].assert_not_called()
+    # published again, to that minion only (a cleared mine cache loses nothing)
+    m["mine.send"].assert_called_once_with(f"kos_join_{ME}", mine_function="kos.join_info",
+                                           node=ME, allow_tgt=ME, allow_tgt_type="list")
 
 
-@pytest.mark.parametrize("why", ["near-expiry", "unknown-to-agent", "cert-changed", "none"])
-def test_token_reissued(m, tmp_path, test_mode, why):
-    path = tmp_path / "kos" / "join.json"
-    path.parent.mkdir()
+@pytest.mark.parametrize("why", ["near-expiry", "unknown-to-agent", "cert-changed", "none",
+                                 "other-role"])
+def test_credential_issued_for_the_node_alone(m, state_dir, test_mode, why):
+    path = state_dir / "join" / f"{ME}.json"
     if why != "none":
-        published(path.parent, time.time() + (100 if why == "near-expiry" else 5000)).rename(path)
+        issued(state_dir, expires=time.time() + (100 if why == "near-expiry" else 5000),
+               role="control_plane" if why == "other-role" else "worker")
     m["microk8s.cert_check"].return_value = "ffffffffffff" if why == "cert-changed" else "abcdefabcdef"
     m["microk8s.token_valid"].return_value = why != "unknown-to-agent"
-
-    def add_node(ttl=None, token=None):
-        return {"token": f"{token}/abcdefabcdef",
-                "urls": [f"172.17.0.1:25000/{token}/abcdefabcdef",
-                         f"10.1.0.11:25000/{token}/abcdefabcdef"],
-                "expires": int(time.time()) + ttl}
-
     m["microk8s.add_node"].side_effect = add_node
     before = path.read_text() if path.exists() else None
-    ret = states.join_token_published(str(path), ttl=7200, min_remaining=1800, cidr="10.1.0.0/16")
+    ret = states.join_credential_present(ME, role="worker", ttl=1800, min_remaining=600,
+                                         cidr="10.1.0.0/16")
     expect_applied(ret, test_mode)
     if test_mode:
         m["microk8s.add_node"].assert_not_called()
+        m["mine.send"].assert_not_called()
         assert (path.read_text() if path.exists() else None) == before
-    else:
-        token = m["microk8s.add_node"].call_args.kwargs["token"]
-        assert m["microk8s.add_node"].call_args.kwargs["ttl"] == 7200
-        assert len(token) == 32 and token not in json.dumps(ret)  # never in the state return
-        doc = json.loads(path.read_text())
-        assert doc["connection"] == f"10.1.0.11:25000/{token}/abcdefabcdef"  # the private URL
-        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        return
+    token = m["microk8s.add_node"].call_args.kwargs["token"]
+    assert m["microk8s.add_node"].call_args.kwargs["ttl"] == 1800  # a TTL: survives a failed join
+    assert len(token) == 32 and token not in json.dumps(ret)  # never in the state return
+    doc = json.loads(path.read_text())
+    assert doc["connection"] == f"10.1.0.11:25000/{token}/abcdefabcdef"  # the private URL
+    assert (doc["node"], doc["role"]) == (ME, "worker")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    m["mine.send"].assert_called_once_with(f"kos_join_{ME}", mine_function="kos.join_info",
+                                           node=ME, allow_tgt=ME, allow_tgt_type="list")
+    if why != "none":  # the credential it replaces is withdrawn
+        m["microk8s.remove_token"].assert_called_once_with("t" * 32, None)
 
 
-def test_no_token_is_issued_without_an_address_in_the_network(m, tmp_path):
+def test_no_credential_is_issued_without_an_address_in_the_network(m):
     m["microk8s.cert_check"].return_value = "abcdefabcdef"
     m["network.ip_addrs"].return_value = []
-    ret = states.join_token_published(str(tmp_path / "j.json"), cidr="10.9.0.0/16")
+    ret = states.join_credential_present(ME, role="worker", cidr="10.9.0.0/16")
     assert ret["result"] is False and "10.9.0.0/16" in ret["comment"]
     m["microk8s.add_node"].assert_not_called()
 
 
-def test_a_token_that_cannot_be_published_is_withdrawn(m, tmp_path):
-    """add-node succeeded, the publication failed: nobody knows the token, nobody may use it."""
+def test_a_credential_that_cannot_be_published_is_withdrawn(m, state_dir):
+    """add-node succeeded, the publication failed: nobody may use the token."""
     m["microk8s.cert_check"].return_value = "abcdefabcdef"
-    m["microk8s.add_node"].side_effect = lambda ttl=None, token=None: {
-        "urls": [f"172.17.0.1:25000/{token}/abcdefabcdef"]}
-    ret = states.join_token_published(str(tmp_path / "j.json"), cidr="10.1.0.0/16")
-    assert ret["result"] is False and "no address in 10.1.0.0/16" in ret["comment"]
+    m["microk8s.add_node"].side_effect = add_node
+    m["mine.send"].return_value = False
+    ret = states.join_credential_present(ME, role="worker", cidr="10.1.0.0/16")
+    assert ret["result"] is False and "mine.send" in ret["comment"]
     token = m["microk8s.add_node"].call_args.kwargs["token"]
     m["microk8s.remove_token"].assert_called_once_with(token, None)
-    assert not (tmp_path / "j.json").exists()
+    assert not (state_dir / "join" / f"{ME}.json").exists()
 
 
-def test_token_ttl_must_exceed_min_remaining(m, tmp_path):
-    ret = states.join_token_published(str(tmp_path / "j.json"), ttl=600, min_remaining=1800)
-    assert ret["result"] is False and "min_remaining" in ret["comment"]
+@pytest.mark.parametrize("kwargs, words", [
+    ({"role": "worker", "ttl": 600, "min_remaining": 1800}, "min_remaining"),
+    ({"role": "admin"}, "role must be worker or control_plane"),
+])
+def test_credential_arguments_are_checked(m, kwargs, words):
+    ret = states.join_credential_present(ME, **kwargs)
+    assert ret["result"] is False and words in ret["comment"]
+    m["microk8s.add_node"].assert_not_called()
+
+
+def test_credentials_revoked(m, state_dir, test_mode):
+    one = issued(state_dir, token="a" * 32)
+    other = issued(state_dir, node="k8s-worker-2.example.com", token="b" * 32)
+    legacy = state_dir / "join.json"
+    legacy.write_text(json.dumps({"connection": f"10.1.0.11:25000/{'c' * 32}/x"}))
+    ret = states.join_credentials_absent("creds", nodes=[ME, "k8s-cp-9.example.com"])
+    expect_applied(ret, test_mode)
+    assert ret["changes"] == {"credentials": {"old": [ME, "(shared)"], "new": []}}
+    assert "a" * 32 not in json.dumps(ret)
+    assert other.exists()
+    if test_mode:
+        assert one.exists() and legacy.exists()
+        m["microk8s.remove_token"].assert_not_called()
+        return
+    assert not one.exists() and not legacy.exists()
+    assert sorted(c.args[0] for c in m["microk8s.remove_token"].call_args_list) == \
+        ["a" * 32, "c" * 32]
+    m["mine.delete"].assert_called_once_with(f"kos_join_{ME}")
+    again = states.join_credentials_absent("creds", nodes=[ME])
+    assert again["result"] is True and again["changes"] == {}
+
+
+def test_every_credential_revoked_without_a_list(m, state_dir):
+    issued(state_dir, token="a" * 32)
+    issued(state_dir, node="k8s-worker-2.example.com", token="b" * 32)
+    ret = states.join_credentials_absent("creds")
+    assert ret["changes"]["credentials"]["old"] == [ME, "k8s-worker-2.example.com"]
+    assert list((state_dir / "join").iterdir()) == []
+
+
+def join_doc(node=ME, role="worker", expires=None):
+    return {"cp1": {"node": node, "role": role,
+                    "connection": "10.1.0.11:25000/" + "t" * 32 + "/c" * 1,
+                    "expires": time.time() + 3000 if expires is None else expires}}
 
 
 def test_cluster_joined_does_nothing_when_joined(m):
@@ -320,23 +381,22 @@ def test_cluster_joined_does_nothing_when_joined(m):
     m["microk8s.join"].assert_not_called()
 
 
-def test_cluster_joined_worker(m, test_mode):
+def test_cluster_joined_worker_with_its_own_credential(m, test_mode):
     m["microk8s.status"].side_effect = [st(), st(worker=True)]
-    m["mine.get"].return_value = {"cp1": {"connection": "10.1.0.11:25000/" + "t" * 32 + "/c" * 1, "expires": time.time() + 3000}}
+    m["mine.get"].return_value = join_doc()
     ret = states.cluster_joined("cp1", source="cp1", role="worker")
     expect_applied(ret, test_mode)
     assert "t" * 32 not in json.dumps(ret)
     if test_mode:
         m["microk8s.join"].assert_not_called()
     else:
-        m["mine.get"].assert_called_once_with("cp1", "kos_join")
-        args = m["microk8s.join"].call_args
-        assert args.kwargs == {"worker": True}
+        m["mine.get"].assert_called_once_with("cp1", f"kos_join_{ME}")
+        assert m["microk8s.join"].call_args.kwargs == {"worker": True}
 
 
 def test_cluster_joined_control_plane(m):
     m["microk8s.status"].side_effect = [st(), st(nodes=2)]
-    m["mine.get"].return_value = {"cp1": {"connection": "x", "expires": time.time() + 3000}}
+    m["mine.get"].return_value = join_doc(role="control_plane")
     ret = states.cluster_joined("cp1", source="cp1", role="control_plane")
     assert ret["result"] is True
     assert m["microk8s.join"].call_args.kwargs == {"worker": False}
@@ -344,18 +404,23 @@ def test_cluster_joined_control_plane(m):
 
 def test_cluster_joined_reports_why_it_failed(m):
     m["microk8s.status"].return_value = st()
-    m["mine.get"].return_value = {"cp1": {"connection": "x", "expires": time.time() + 3000}}
+    m["mine.get"].return_value = join_doc()
     m["microk8s.join"].side_effect = CommandExecutionError("Connection failed. Invalid token (500).")
     ret = states.cluster_joined("cp1", source="cp1")
     assert ret["result"] is False and "Invalid token (500)" in ret["comment"]
 
 
-@pytest.mark.parametrize("mine", [{}, {"cp1": {"connection": "x", "expires": 1}}], ids=["missing", "expired"])
-def test_cluster_joined_refuses_missing_or_expired_token(m, mine):
+@pytest.mark.parametrize("mine, words", [
+    ({}, "issued no join credential"),
+    (join_doc(expires=1), "expires in"),
+    (join_doc(role="control_plane"), "not for"),
+    (join_doc(node="k8s-worker-2.example.com"), "not for"),
+], ids=["missing", "expired", "other-role", "other-node"])
+def test_cluster_joined_refuses_a_credential_it_cannot_use(m, mine, words):
     m["microk8s.status"].return_value = st()
     m["mine.get"].return_value = mine
-    ret = states.cluster_joined("cp1", source="cp1")
-    assert ret["result"] is False and "cp1" in ret["comment"]
+    ret = states.cluster_joined("cp1", source="cp1", role="worker")
+    assert ret["result"] is False and words in ret["comment"], ret
     m["microk8s.join"].assert_not_called()
 
 
@@ -378,13 +443,13 @@ def test_a_test_run_without_the_snap_predicts(m, state_dir, tmp_path):
         states.running("microk8s"),
         states.addon_enabled("dns"),
         states.extra_sans("csr", sans=["203.0.113.10"], snap_data=str(tmp_path)),
-        states.join_token_published(str(tmp_path / "j.json")),
+        states.join_credential_present(ME, role="worker"),
         states.cluster_joined("cp1", source="cp1", role="worker"),
     ]
     for ret in rets:
         assert ret["result"] is None and ret["changes"], ret
         assert ret["comment"].startswith("would ") and "once microk8s is installed" in ret["comment"]
     assert rets[4]["changes"] == {"cluster": {"old": "standalone", "new": "joined cp1 as worker"}}
-    assert not state_dir.exists() and not (tmp_path / "j.json").exists()
+    assert not state_dir.exists()
     states.__opts__["test"] = False
     assert states.running("microk8s")["result"] is False

@@ -1,7 +1,7 @@
 """
-Converge kubeadm nodes: the first control plane, join credentials published for
-the other nodes, cluster membership, applied manifests, and the way out (drain,
-reset, delete).
+Converge kubeadm nodes: the first control plane, the join credential each joining node
+gets for itself, cluster membership, applied manifests, and the way out (drain, reset,
+delete).
 
 Join tokens and certificate keys never appear in a state's changes or comment;
 only their expiry does.
@@ -58,23 +58,6 @@ def _remove(path):
 
 def _state_file(name, path=None):
     return path or __utils__["kos_state.state_file"](__salt__, name)
-
-
-def _pending(wanted, control_planes=None, stacked_etcd=True):
-    """
-    Node names that have not joined yet: not registered, or (``control_planes``) no
-    etcd member yet. None when nothing was asked.
-    """
-    if wanted is None and control_planes is None:
-        return None
-    registered = set(__salt__["kubeadm.nodes"]())
-    pending = set(wanted or []) - registered
-    if control_planes:
-        done = registered
-        if stacked_etcd:
-            done = done & set(__salt__["kubeadm.etcd_members"]())
-        pending |= set(control_planes) - done
-    return sorted(pending)
 
 
 def _not_initialized(ret, what, status):
@@ -189,106 +172,158 @@ def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=N
     return ret
 
 
-def token_present(name, ttl=3600, min_remaining=900, description=DEFAULT_DESCRIPTION,
-                  wanted_nodes=None, control_planes=None, stacked_etcd=True, ca_file=None,
-                  kube_dir=None):
-    """
-    Ensure a bootstrap token with enough life left is published at ``name`` (a
-    JSON file readable by root only; the ``kos.join_info`` mine function serves it
-    to Kubernetes nodes only), together with the CA certificate hash.
+def _token_reason(doc, listed, now, min_remaining, ca_hash):
+    """Why the token of the issued credential ``doc`` cannot serve a join, or None."""
+    token = listed.get((doc or {}).get("token_id"))
+    if doc is None:
+        return "no credential issued"
+    if token is None:
+        return "its token is gone from the cluster (expired or deleted)"
+    if token["expires"] is not None and token["expires"] - now < int(min_remaining):
+        return "its token is near expiry"
+    if doc.get("ca_cert_hash") != ca_hash:
+        return "the cluster CA changed"
+    return None
 
-    The published token is reused while the cluster still lists it with at least
-    ``min_remaining`` seconds left and the CA is unchanged; otherwise a new one is
-    created and the old one deleted. Run on the first control plane.
+
+def _key_reason(doc, proxies, now, min_remaining):
+    """Why the certificate key of ``doc`` cannot serve a control-plane join, or None."""
+    owner = next((t for t in proxies if t["id"] == (doc or {}).get("owner_token_id")), None)
+    newest = max((t["expires"] or 0 for t in proxies), default=0)
+    if not (doc or {}).get("certificate_key"):
+        return "no certificate key issued"
+    if owner is None:
+        return "the kubeadm-certs Secret is gone (expired or deleted)"
+    if (owner["expires"] or 0) < newest:
+        return "a later upload replaced the kubeadm-certs Secret"
+    if owner["expires"] is not None and owner["expires"] - now < int(min_remaining):
+        return "the certificate key is close to its two-hour end"
+    return None
+
+
+def _upload(config):
+    """Upload the control-plane certificates: ``(key, owner token)``."""
+    before = {t["id"] for t in _cert_tokens()}
+    key = __salt__["kubeadm.upload_certs"](config=config)
+    created = [t for t in _cert_tokens() if t["id"] not in before]
+    if not created:
+        raise CommandExecutionError("the certificates were uploaded but no token owns the Secret")
+    return key, max(created, key=lambda t: t["expires"] or 0)
+
+
+def join_credential_present(name, role, node_name=None, ttl=900, min_remaining=300,
+                            key_min_remaining=900, description=DEFAULT_DESCRIPTION,
+                            ca_file=None, config=None, kube_dir=None):
+    """
+    Ensure the node ``name`` (a minion id) holds a join credential of its own, issued on
+    this first control plane and published in the mine under ``kos_join_<name>``, which
+    only the minion ``name`` can read: a bootstrap token with a short TTL and the CA hash,
+    and for a control plane only the certificate key that decrypts the cluster's CA keys
+    (``kubeadm init phase upload-certs``). A worker's credential holds no certificate key,
+    so it cannot join a control plane (kubeadm needs the shared certificates for that).
+
+    Used once: the orchestration revokes it (``join_credentials_absent``) as soon as the
+    node joined, and when its wave ends. Reused until then while its token has
+    ``min_remaining`` seconds left and the CA is unchanged, and (control planes) its key's
+    Secret is still the newest upload with ``key_min_remaining`` seconds left; otherwise
+    the stale part is issued again and the old one deleted. Whatever this run created and
+    could not publish is deleted again.
+
+    role
+        ``worker`` or ``control_plane``: the node's role in Terraform's inventory.
+
+    node_name
+        The node's Kubernetes name, in the token's description.
 
     ttl
-        Lifetime of a new token in seconds: short, the orchestration deletes it
-        after the wave anyway.
-
-    min_remaining
-        Replace the token when less than this is left, so a join wave never races
-        its expiry.
+        Lifetime of a new token in seconds.
 
     description
-        Marks the tokens this state manages (``join_credentials_absent`` deletes
-        them).
+        Marks the tokens this state issues (followed by the node name).
 
-    wanted_nodes
-        Node names that should be in the cluster: when all of them are, no token
-        is needed and none is issued.
-
-    control_planes
-        The control-plane node names among them: they have joined only once they
-        run an etcd member (``stacked_etcd``), so a join that stopped before the etcd
-        step still gets a token for its next attempt.
-
-    A token this run created is deleted again when it cannot be published.
+    config
+        kubeadm configuration file (with external etcd, upload-certs needs it).
     """
     ret = _ret(name)
+    if role not in ("worker", "control_plane"):
+        return _fail(ret, f"role must be worker or control_plane, not {role!r}")
     if int(ttl) <= int(min_remaining):
         return _fail(ret, f"ttl ({ttl}) must be larger than min_remaining ({min_remaining})")
     if not _installed():
-        return _missing(ret, "issue a join token")
+        return _missing(ret, f"issue a join credential for {name}")
+    control_plane = role == "control_plane"
+    path = __utils__["kos_state.credential_file"](__salt__, name)
     now = time.time()
-    current = _published(name)
-    token_id = None
+    current = _published(path)
+    if current is not None and current.get("role") != role:
+        # issued for another role: nothing of it is reused
+        stale, current = current, None
+    else:
+        stale = None
+    created = []
     try:
         status = _status(kube_dir)
         if not status["initialized"]:
-            return _not_initialized(ret, "issue a join token", status)
-        pending = _pending(wanted_nodes, control_planes, stacked_etcd)
-        if pending == []:
-            ret["comment"] = "every node has joined: no join token needed"
-            return ret
+            return _not_initialized(ret, f"issue a join credential for {name}", status)
         ca_hash = __salt__["kubeadm.ca_cert_hash"](ca_file)
         listed = {t["id"]: t for t in __salt__["kubeadm.token_list"]()}
-        old_token = listed.get((current or {}).get("token_id"))
-        reason = None
-        if current is None:
-            reason = "no token published"
-        elif old_token is None:
-            reason = "the published token is gone from the cluster (expired or deleted)"
-        elif old_token["expires"] is not None and old_token["expires"] - now < int(min_remaining):
-            reason = "the published token is near expiry"
-        elif current.get("ca_cert_hash") != ca_hash:
-            reason = "the cluster CA changed"
+        token_reason = _token_reason(current, listed, now, min_remaining, ca_hash)
+        key_reason = (_key_reason(current, _cert_tokens(), now, key_min_remaining)
+                      if control_plane else None)
+        reason = token_reason or key_reason
+        if stale is not None:
+            reason = f"the issued credential was for a {stale.get('role')}"
         if reason is None:
-            left = "no expiry" if old_token["expires"] is None else \
-                f"valid for {int(old_token['expires'] - now)}s more"
-            ret["comment"] = f"join token published, {left}"
+            if not __opts__["test"]:
+                __utils__["kos_state.publish_credential"](__salt__, name)
+            token = listed[current["token_id"]]
+            left = "no expiry" if token["expires"] is None else \
+                f"valid for {int(token['expires'] - now)}s more"
+            ret["comment"] = f"join credential for {name} ({role}) issued, {left}"
             return ret
-        old = None if current is None else {"expires": current.get("expires")}
-        ret["changes"] = {"token": {"old": old, "new": {"ttl": int(ttl)}}}
+        old = None if (current or stale) is None else {
+            "role": (current or stale).get("role"), "expires": (current or stale).get("expires")}
+        ret["changes"] = {"credential": {"old": old, "new": {"role": role, "ttl": int(ttl)}}}
         if __opts__["test"]:
             ret["result"] = None
-            ret["comment"] = f"a new join token would be issued ({reason})"
+            ret["comment"] = f"a join credential for {name} would be issued ({reason})"
             return ret
-        token = __salt__["kubeadm.token_create"](ttl=int(ttl), description=description)
-        token_id = token.split(".", 1)[0]
-        mine = {t["id"]: t for t in __salt__["kubeadm.token_list"]()}.get(token_id)
-        if mine is None:
-            raise CommandExecutionError("kubeadm token create succeeded but the token is not "
-                                        "listed")
-        doc = {
-            "distribution": "kubeadm",
-            "token": token,
-            "token_id": token_id,
-            "ca_cert_hash": ca_hash,
-            "issued": int(now),
-            "expires": None if mine["expires"] is None else int(mine["expires"]),
-        }
-        _write_json(name, doc)
-        token_id = None
-        if old_token is not None:
-            __salt__["kubeadm.token_delete"](old_token["id"])
+        doc = dict(current or {}, distribution="kubeadm", node=name, role=role)
+        replaced = [t for t in ((stale or {}).get("token_id"),
+                                (stale or {}).get("owner_token_id")) if t]
+        if token_reason:
+            token = __salt__["kubeadm.token_create"](
+                ttl=int(ttl), description=f"{description} {node_name or name}".strip())
+            token_id = token.split(".", 1)[0]
+            created.append(token_id)
+            mine = {t["id"]: t for t in __salt__["kubeadm.token_list"]()}.get(token_id)
+            if mine is None:
+                raise CommandExecutionError("kubeadm token create succeeded but the token is "
+                                            "not listed")
+            if (current or {}).get("token_id") in listed:
+                replaced.append(current["token_id"])
+            doc.update(token=token, token_id=token_id, ca_cert_hash=ca_hash, issued=int(now),
+                       expires=None if mine["expires"] is None else int(mine["expires"]))
+        if key_reason:
+            key, owner = _upload(config)
+            created.append(owner["id"])
+            if (current or {}).get("owner_token_id"):
+                replaced.append(current["owner_token_id"])
+            doc.update(certificate_key=key, owner_token_id=owner["id"], uploaded=int(now),
+                       key_expires=None if owner["expires"] is None else int(owner["expires"]))
+        _write_json(path, doc)
+        __utils__["kos_state.publish_credential"](__salt__, name)
+        created = []
+        still = {t["id"] for t in __salt__["kubeadm.token_list"]()}
+        for token_id in replaced:
+            if token_id in still:
+                __salt__["kubeadm.token_delete"](token_id)
     except (OSError, CommandExecutionError) as exc:
-        if token_id is not None:
+        for token_id in created:
             _withdraw(token_id)
-        return _fail(ret, f"issuing a join token failed: {exc}")
-    ret["changes"]["token"]["new"]["expires"] = doc["expires"]
-    ret["comment"] = f"new join token published ({reason})"
-    if pending:
-        ret["comment"] += f" for {', '.join(pending)}"
+        return _fail(ret, f"issuing a join credential for {name} failed: {exc}")
+    ret["changes"]["credential"]["new"]["expires"] = doc.get("expires")
+    ret["comment"] = f"join credential for {name} ({role}) issued and published ({reason})"
     return ret
 
 
@@ -300,91 +335,6 @@ def _withdraw(token_id):
         pass
 
 
-def certificate_key_present(name, min_remaining=900, wanted_nodes=None, stacked_etcd=True,
-                            config=None, kube_dir=None):
-    """
-    Ensure the control-plane certificates are uploaded (``kubeadm init phase
-    upload-certs --upload-certs``) and the key that decrypts them is published at
-    ``name`` (root only; served by the mine to control-plane nodes only).
-
-    The Secret lives two hours, owned by a hidden bootstrap token; the key is
-    re-uploaded when that token is gone (the Secret went with it), when a later
-    upload replaced the Secret, or when less than ``min_remaining`` seconds are
-    left. Run on the first control plane.
-
-    min_remaining
-        Re-upload when less than this is left of the two hours.
-
-    wanted_nodes
-        Control-plane node names that should be in the cluster: when all of them
-        are registered and (``stacked_etcd``) run an etcd member, no key is needed
-        and none is uploaded.
-
-    config
-        kubeadm configuration file (with external etcd kubeadm needs it to upload
-        the etcd client certificates).
-    """
-    ret = _ret(name)
-    if not _installed():
-        return _missing(ret, "upload the certificates")
-    now = time.time()
-    current = _published(name)
-    try:
-        status = _status(kube_dir)
-        if not status["initialized"]:
-            return _not_initialized(ret, "upload the certificates", status)
-        pending = _pending(None, wanted_nodes, stacked_etcd)
-        if pending == []:
-            ret["comment"] = "every control plane has joined: no certificate key needed"
-            return ret
-        proxies = _cert_tokens()
-        owner = next((t for t in proxies if t["id"] == (current or {}).get("owner_token_id")), None)
-        newest = max((t["expires"] or 0 for t in proxies), default=0)
-        reason = None
-        if current is None:
-            reason = "no certificate key published"
-        elif owner is None:
-            reason = "the kubeadm-certs Secret is gone (expired or deleted)"
-        elif (owner["expires"] or 0) < newest:
-            reason = "a later upload replaced the kubeadm-certs Secret"
-        elif owner["expires"] is not None and owner["expires"] - now < int(min_remaining):
-            reason = "the certificate key is close to its two-hour end"
-        if reason is None:
-            ret["comment"] = (
-                f"certificate key published, valid for {int(owner['expires'] - now)}s more"
-            )
-            return ret
-        old = None if current is None else {"expires": current.get("expires")}
-        ret["changes"] = {"certificate_key": {"old": old, "new": {"uploaded": True}}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"the certificates would be uploaded again ({reason})"
-            return ret
-        before = {t["id"] for t in proxies}
-        key = __salt__["kubeadm.upload_certs"](config=config)
-        created = [t for t in _cert_tokens() if t["id"] not in before]
-        if not created:
-            return _fail(ret, "the certificates were uploaded but no token owns the Secret")
-        owner = max(created, key=lambda t: t["expires"] or 0)
-        doc = {
-            "certificate_key": key,
-            "owner_token_id": owner["id"],
-            "uploaded": int(now),
-            "expires": None if owner["expires"] is None else int(owner["expires"]),
-        }
-        try:
-            _write_json(name, doc)
-        except OSError:
-            # an unpublished Secret helps nobody: deleting its owner deletes it
-            _withdraw(owner["id"])
-            raise
-    except (OSError, CommandExecutionError) as exc:
-        return _fail(ret, f"uploading the control-plane certificates failed: {exc}")
-    ret["changes"]["certificate_key"]["new"]["expires"] = doc["expires"]
-    ret["comment"] = f"certificates uploaded, new key published ({reason})"
-    return ret
-
-
 def _cert_tokens():
     """The hidden tokens kubeadm creates to own (and expire) the kubeadm-certs Secret."""
     return [
@@ -392,66 +342,79 @@ def _cert_tokens():
     ]
 
 
-def join_credentials_absent(name, certificate_key_file=None, description=DEFAULT_DESCRIPTION,
-                            kube_dir=None):
+def join_credentials_absent(name, nodes=None, description=DEFAULT_DESCRIPTION, kube_dir=None):
     """
-    Ensure no join credentials remain once a wave is done: the tokens this formula
-    issued (by ``description``) are deleted, the token owning the ``kubeadm-certs``
-    Secret is deleted (the Secret goes with it), and the published files are removed.
+    Ensure the join credentials of ``nodes`` are revoked on this first control plane:
+    their bootstrap tokens and the token owning a control plane's ``kubeadm-certs``
+    Secret are deleted (the Secret goes with it), the credential files removed and the
+    mine entries withdrawn. Shared credentials go too: the token ``kubeadm init`` made
+    (marked with ``description`` alone) and what earlier versions published (``join.json``,
+    ``join-control-plane.json``).
 
-    name
-        The published token file (``token_present``).
-
-    certificate_key_file
-        The published certificate-key file (``certificate_key_present``).
+    nodes
+        Minion ids whose credentials go; None: every credential issued here and every
+        token marked with ``description``; ``[]``: only the shared ones.
     """
     ret = _ret(name)
-    token_doc = _published(name)
-    key_doc = _published(certificate_key_file) if certificate_key_file else None
-    files = [p for p in (name, certificate_key_file) if p and os.path.exists(p)]
+    util = __utils__
+    issued = util["kos_state.credential_nodes"](__salt__)
+    chosen = issued if nodes is None else [n for n in nodes if n in issued]
+    docs = [(util["kos_state.credential_file"](__salt__, n), n) for n in chosen]
+    docs += [(p, None) for p in util["kos_state.legacy_credential_files"](__salt__)]
     if not _installed():
-        return _missing(ret, "revoke the join credentials") if files else dict(
-            ret, comment="no join credentials left")
+        if docs:
+            return _missing(ret, "revoke the join credentials")
+        ret["comment"] = "no join credential left"
+        return ret
     try:
-        initialized_here = _status(kube_dir)["initialized"]
-        listed = __salt__["kubeadm.token_list"]() if initialized_here else []
-        ours = [t for t in listed if t["description"] == description]
-        owner = next(
-            (t for t in listed if key_doc and t["id"] == key_doc.get("owner_token_id")), None
-        )
-        if not (files or ours or owner):
-            ret["comment"] = "no join credentials left"
+        listed = ({t["id"]: t for t in __salt__["kubeadm.token_list"]()}
+                  if _status(kube_dir)["initialized"] else {})
+        doomed = set()
+        for path, _ in docs:
+            doc = _published(path) or {}
+            doomed |= {doc.get("token_id"), doc.get("owner_token_id")} & set(listed)
+        # the shared tokens: kubeadm init's own and earlier versions' (each node's own
+        # carries its name after the description)
+        doomed |= {i for i, t in listed.items() if t["description"] == description}
+        if nodes is None:
+            doomed |= {i for i, t in listed.items() if t["description"].startswith(description)}
+        if not (docs or doomed):
+            ret["comment"] = "no join credential left"
             return ret
-        if ours or token_doc:
-            ret["changes"]["tokens"] = {"old": len(ours), "new": 0}
-        if owner or key_doc:
-            ret["changes"]["certificate_key"] = {
-                "old": {"expires": (key_doc or {}).get("expires")}, "new": None,
-            }
+        ret["changes"] = {"credentials": {
+            "old": sorted(chosen) + (["(shared)"] if any(n is None for _, n in docs) else []),
+            "new": []}}
+        if doomed:
+            ret["changes"]["tokens"] = {"old": len(doomed), "new": 0}
         if __opts__["test"]:
             ret["result"] = None
             ret["comment"] = "the join credentials would be revoked"
             return ret
-        for token in ours + ([owner] if owner else []):
-            __salt__["kubeadm.token_delete"](token["id"])
-        for path in files:
+        for token_id in sorted(doomed):
+            __salt__["kubeadm.token_delete"](token_id)
+        for path, node in docs:
             _remove(path)
+            if node is not None:
+                util["kos_state.withdraw_credential"](__salt__, node)
     except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"revoking the join credentials failed: {exc}")
     ret["comment"] = "join credentials revoked"
+    if ret["changes"]["credentials"]["old"]:
+        ret["comment"] += ": " + ", ".join(ret["changes"]["credentials"]["old"])
     return ret
 
 
 def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_address=None,
            bind_port=None, cri_socket=None, kubelet_extra_args=None, discovery_timeout=None,
-           mine_function="kos_join", control_plane_mine_function="kos_join_control_plane",
-           min_remaining=60, timeout=120, stacked_etcd=True, kube_dir=None):
+           mine_function=None, min_remaining=60, timeout=120, stacked_etcd=True,
+           kube_dir=None):
     """
     Ensure this node joined the cluster of the first control plane ``name``: its Node
     is registered and, for a control plane with stacked etcd, it runs an etcd member
     (``kubeadm.join_status``). The token, CA hash and (control planes) certificate key
-    come from the mine, where ``name`` published them, so they never pass through
-    rendered SLS.
+    come from the mine, where ``name`` published them for this minion alone
+    (``join_credential_present``), so they never pass through rendered SLS; a credential
+    issued for another role is refused.
 
     A join that stopped halfway (a control plane whose etcd step failed, files of a
     join that never registered the node) is reset (``kubeadm reset -f``) and done
@@ -468,6 +431,9 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
 
     node_name
         The Kubernetes node name (default: the host name, as kubeadm picks it).
+
+    mine_function
+        The mine entry to read (default ``kos_join_<this minion id>``).
 
     min_remaining
         Refuse published credentials with less than this many seconds left.
@@ -511,28 +477,33 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
                               f"({before['reason']})" if redo
                               else f"would join the cluster of {name} as {role}")
             return ret
+        me = __opts__["id"]
+        mine_function = mine_function or __utils__["kos_state.mine_key"](me)
         info = __salt__["mine.get"](name, mine_function).get(name) or {}
         if not info.get("token"):
-            return _fail(ret, f"{name} has published no join token in the mine ({mine_function})")
+            return _fail(ret, f"{name} has issued no join credential for {me} "
+                              f"({mine_function}): the orchestration issues it before the "
+                              "node's wave (salt-run state.orchestrate orch.deploy)")
+        if info.get("node") != me or info.get("role") != role:
+            return _fail(ret, f"the credential {name} published is for {info.get('node')} as "
+                              f"{info.get('role')}, not for {me} as {role}: not used")
         now = time.time()
         if info.get("expires") is not None and info["expires"] - now < min_remaining:
             return _fail(
-                ret, f"the join token published by {name} expires in "
-                f"{int(info['expires'] - now)}s; re-apply kubeadm.credentials on {name}",
+                ret, f"the join credential {name} issued expires in "
+                f"{int(info['expires'] - now)}s; run the orchestration again to issue a new one",
             )
         key = None
         if control_plane:
-            cp = __salt__["mine.get"](name, control_plane_mine_function).get(name) or {}
-            key = cp.get("certificate_key")
+            key = info.get("certificate_key")
             if not key:
+                return _fail(ret, f"the credential {name} issued for {me} holds no certificate "
+                                  "key")
+            left = info.get("key_expires")
+            if left is not None and left - now < min_remaining:
                 return _fail(
-                    ret, f"{name} has published no certificate key in the mine "
-                    f"({control_plane_mine_function})",
-                )
-            if cp.get("expires") is not None and cp["expires"] - now < min_remaining:
-                return _fail(
-                    ret, f"the certificate key published by {name} expires in "
-                    f"{int(cp['expires'] - now)}s; re-apply kubeadm.credentials on {name}",
+                    ret, f"the certificate key {name} issued expires in {int(left - now)}s; "
+                    "run the orchestration again to issue a new one",
                 )
         if redo:
             __salt__["kubeadm.reset"]()

@@ -1,6 +1,6 @@
 """
-Converge MicroK8s nodes: running services, addons, extra certificate SANs, the
-published join token and cluster membership.
+Converge MicroK8s nodes: running services, addons, extra certificate SANs, the join
+credential each joining node gets for itself, and cluster membership.
 
 Join tokens never appear in a state's changes or comment.
 """
@@ -284,64 +284,86 @@ def _published(path):
     return __utils__["kos_state.read_json"](path)
 
 
-def join_token_published(name, ttl=7200, min_remaining=1800, cidr=None, snap_data=None):
-    """
-    Ensure a join token with TTL is published for other nodes at ``name`` (a JSON
-    file readable by root only; the ``kos.join_info`` mine function serves it to
-    Kubernetes nodes only).
+def _credential_left(doc, now, min_remaining, check, snap_data):
+    """Why the issued credential ``doc`` cannot serve a join any more, or None."""
+    if doc is None:
+        return "no credential issued"
+    token = doc.get("connection", "").split("/")[1:2]
+    if doc.get("expires", 0) - now < int(min_remaining):
+        return "the issued credential is near expiry"
+    if not token or not __salt__["microk8s.token_valid"](token[0], snap_data):
+        return "the cluster agent no longer knows the issued credential"
+    if doc.get("check") != check:
+        return "the server certificate changed"
+    return None
 
-    A published token is reused while it has at least ``min_remaining`` seconds
-    left, is still known to the cluster agent, and its certificate check still
-    matches the server certificate; otherwise a new one is issued. Tokens without
-    TTL are never published: the first join attempt burns them, even one that fails.
-    A token that cannot be published is withdrawn again.
+
+def join_credential_present(name, role, ttl=900, min_remaining=300, cidr=None, snap_data=None):
+    """
+    Ensure the node ``name`` (a minion id) holds a join credential of its own, issued on
+    this first control plane and published in the mine under ``kos_join_<name>``, which
+    only the minion ``name`` can read. The credential names the node and its ``role``: the
+    joining state refuses one issued for another role, and joins a worker with
+    ``--worker``.
+
+    The credential is an ``add-node`` token with a TTL, never a single-use one: the
+    cluster agent burns a single-use token at the first join attempt, even one that then
+    fails (CLI reference A.7.3), while a TTL token survives it, so a failed join can be
+    tried again. It is used once all the same: the orchestration revokes it
+    (``join_credentials_absent``) as soon as the node joined, and when its wave ends.
+
+    An issued credential is reused while it has ``min_remaining`` seconds left, the
+    cluster agent still knows its token and the server certificate is unchanged;
+    otherwise a new one replaces it (the old token is withdrawn). A token that cannot be
+    published is withdrawn again.
+
+    role
+        ``worker`` or ``control_plane``: the node's role in Terraform's inventory.
 
     ttl
-        Lifetime of a new token, in seconds.
+        Lifetime of a new token, in seconds: long enough for its wave.
 
     min_remaining
-        Re-issue when less than this is left: joins in the next wave must not
-        race the expiry.
+        Issue a new token when less than this is left.
 
     cidr
-        Publish the connection string whose address is in this network
-        (the private network); default: the node's default address.
+        Use the connection string whose address is in this network (the private
+        network); default: the node's default address.
     """
     ret = _ret(name)
+    if role not in ("worker", "control_plane"):
+        return _fail(ret, f"role must be worker or control_plane, not {role!r}")
     if int(ttl) <= int(min_remaining):
         return _fail(ret, f"ttl ({ttl}) must be larger than min_remaining ({min_remaining})")
     if not _installed():
-        return _missing(ret, "issue a join token", {"token": {"old": None, "new": {"ttl": int(ttl)}}})
+        return _missing(ret, f"issue a join credential for {name}",
+                        {"credential": {"old": None, "new": {"role": role, "ttl": int(ttl)}}})
+    path = __utils__["kos_state.credential_file"](__salt__, name)
     now = time.time()
-    current = _published(name)
-    reasons = []
+    current = _published(path)
     issued = None
     try:
         check = __salt__["microk8s.cert_check"](snap_data)
-        if current is None:
-            reasons.append("no token published")
-        else:
-            token = current.get("connection", "").split("/")[1:2]
-            if current.get("expires", 0) - now < int(min_remaining):
-                reasons.append("the published token is near expiry")
-            elif not token or not __salt__["microk8s.token_valid"](token[0], snap_data):
-                reasons.append("the cluster agent no longer knows the published token")
-            elif current.get("check") != check:
-                reasons.append("the server certificate changed")
-        if not reasons:
-            left = int(current["expires"] - now)
-            ret["comment"] = f"join token published, valid for {left}s more"
+        reason = _credential_left(current, now, min_remaining, check, snap_data)
+        if reason is None and current.get("role") != role:
+            reason = f"the issued credential is for a {current.get('role')}"
+        if reason is None:
+            if not __opts__["test"]:
+                __utils__["kos_state.publish_credential"](__salt__, name)
+            ret["comment"] = (f"join credential for {name} ({role}) issued, valid for "
+                              f"{int(current['expires'] - now)}s more")
             return ret
-        old = None if current is None else {"expires": current.get("expires")}
-        ret["changes"] = {"token": {"old": old, "new": {"ttl": int(ttl)}}}
+        old = None if current is None else {"role": current.get("role"),
+                                            "expires": current.get("expires")}
+        ret["changes"] = {"credential": {"old": old, "new": {"role": role, "ttl": int(ttl)}}}
         if __opts__["test"]:
             ret["result"] = None
-            ret["comment"] = f"a new join token would be issued ({reasons[0]})"
+            ret["comment"] = f"a join credential for {name} would be issued ({reason})"
             return ret
         if cidr and not __salt__["network.ip_addrs"](cidr=cidr, include_loopback=True):
-            return _fail(ret, f"this node has no address in {cidr}: no token issued")
-        # our own token (as Canonical's charm does): known before add-node, so it can
-        # be withdrawn whatever fails after
+            return _fail(ret, f"this node has no address in {cidr}: no credential issued")
+        # our own token (as Canonical's charm does): known before add-node, so it can be
+        # withdrawn whatever fails after
         issued = secrets.token_hex(16)
         urls = __salt__["microk8s.add_node"](ttl=int(ttl), token=issued)["urls"]
         chosen = urls[0]
@@ -353,21 +375,70 @@ def join_token_published(name, ttl=7200, min_remaining=1800, cidr=None, snap_dat
                                             f"{len(urls)} URLs")
         doc = {
             "distribution": "microk8s",
+            "node": name,
+            "role": role,
             "connection": chosen,
             "check": chosen.rsplit("/", 1)[-1],
             "issued": int(now),
             "expires": int(now + int(ttl)),
         }
-        __utils__["kos_state.write_json"](name, doc)
+        __utils__["kos_state.write_json"](path, doc)
+        __utils__["kos_state.publish_credential"](__salt__, name)
+        if current is not None:
+            old_token = current.get("connection", "").split("/")[1:2]
+            if old_token:
+                __salt__["microk8s.remove_token"](old_token[0], snap_data)
     except (OSError, CommandExecutionError) as exc:
         if issued is not None:
             try:
                 __salt__["microk8s.remove_token"](issued, snap_data)
-            except CommandExecutionError:
+                __utils__["kos_state.remove"](path)
+            except (OSError, CommandExecutionError):
                 pass
-        return _fail(ret, f"issuing a join token failed: {exc}")
-    ret["changes"]["token"]["new"]["expires"] = doc["expires"]
-    ret["comment"] = f"new join token published ({reasons[0]})"
+        return _fail(ret, f"issuing a join credential for {name} failed: {exc}")
+    ret["changes"]["credential"]["new"]["expires"] = doc["expires"]
+    ret["comment"] = f"join credential for {name} ({role}) issued and published ({reason})"
+    return ret
+
+
+def join_credentials_absent(name, nodes=None, snap_data=None):
+    """
+    Ensure the join credentials of ``nodes`` are revoked on this first control plane: the
+    token goes from the cluster agent, the credential file from disk, the mine entry
+    from the master. Also revokes the shared token earlier versions published
+    (``join.json``).
+
+    nodes
+        Minion ids whose credentials go; None: every credential issued here; ``[]``: only
+        the shared token of earlier versions.
+    """
+    ret = _ret(name)
+    util = __utils__
+    issued = util["kos_state.credential_nodes"](__salt__)
+    nodes = issued if nodes is None else [n for n in nodes if n in issued]
+    legacy = util["kos_state.legacy_credential_files"](__salt__)
+    if not nodes and not legacy:
+        ret["comment"] = "no join credential left"
+        return ret
+    ret["changes"] = {"credentials": {"old": sorted(nodes) + (["(shared)"] if legacy else []),
+                                      "new": []}}
+    if __opts__["test"]:
+        ret["result"] = None
+        ret["comment"] = "the join credentials would be revoked"
+        return ret
+    try:
+        docs = [(util["kos_state.credential_file"](__salt__, n), n) for n in nodes]
+        docs += [(p, None) for p in legacy]
+        for path, node in docs:
+            token = ((_published(path) or {}).get("connection") or "").split("/")[1:2]
+            if token and _installed():
+                __salt__["microk8s.remove_token"](token[0], snap_data)
+            util["kos_state.remove"](path)
+            if node is not None:
+                util["kos_state.withdraw_credential"](__salt__, node)
+    except (OSError, CommandExecutionError) as exc:
+        return _fail(ret, f"revoking the join credentials failed: {exc}")
+    ret["comment"] = f"join credentials revoked: {', '.join(ret['changes']['credentials']['old'])}"
     return ret
 
 
@@ -376,23 +447,28 @@ def _in_cluster(status):
     return bool(status["worker"]) or len(status["high_availability"]["nodes"]) > 1
 
 
-def cluster_joined(name, source, role="worker", mine_function="kos_join", min_remaining=60):
+def cluster_joined(name, source, role="worker", mine_function=None, min_remaining=60):
     """
     Ensure this node is part of the cluster whose first control-plane node is
-    ``source``. The connection string comes from the mine (published there by
-    ``join_token_published`` on ``source``), so it never passes through rendered SLS.
+    ``source``, joined in its ``role``. The credential comes from the mine, where
+    ``source`` published it for this minion alone (``join_credential_present``), so it
+    never passes through rendered SLS; one issued for another role is refused, and a
+    worker joins with ``--worker``.
 
     A node already in a cluster does nothing. A failed join reports the CLI's
     message (e.g. ``Connection failed. Invalid token (500).``).
 
     source
-        Minion id of the node that published the token.
+        Minion id of the node that issued the credential.
 
     role
         ``worker`` or ``control_plane``.
 
+    mine_function
+        The mine entry to read (default ``kos_join_<this minion id>``).
+
     min_remaining
-        Refuse a published token with less than this many seconds left.
+        Refuse a credential with less than this many seconds left.
     """
     ret = _ret(name)
     if role not in ("worker", "control_plane"):
@@ -400,6 +476,8 @@ def cluster_joined(name, source, role="worker", mine_function="kos_join", min_re
     changes = {"cluster": {"old": "standalone", "new": f"joined {source} as {role}"}}
     if not _installed():
         return _missing(ret, f"join the cluster of {source} as {role}", changes)
+    me = __opts__["id"]
+    mine_function = mine_function or __utils__["kos_state.mine_key"](me)
     try:
         if _in_cluster(__salt__["microk8s.status"]()):
             ret["comment"] = "already part of a cluster"
@@ -411,13 +489,18 @@ def cluster_joined(name, source, role="worker", mine_function="kos_join", min_re
             return ret
         info = __salt__["mine.get"](source, mine_function).get(source) or {}
         if not info.get("connection"):
-            return _fail(ret, f"{source} has published no join token in the mine ({mine_function})")
+            return _fail(ret, f"{source} has issued no join credential for {me} "
+                              f"({mine_function}): the orchestration issues it before the "
+                              "node's wave (salt-run state.orchestrate orch.deploy)")
+        if info.get("node") != me or info.get("role") != role:
+            return _fail(ret, f"the credential {source} published is for {info.get('node')} as "
+                              f"{info.get('role')}, not for {me} as {role}: not used")
         left = (info.get("expires") or 0) - time.time()
         if left < min_remaining:
             return _fail(
                 ret,
-                f"the join token published by {source} expires in {int(left)}s; "
-                f"re-apply microk8s.master on {source} to issue a new one",
+                f"the join credential {source} issued expires in {int(left)}s; "
+                "run the orchestration again to issue a new one",
             )
         out = __salt__["microk8s.join"](info["connection"], worker=(role == "worker"))
         if not _in_cluster(__salt__["microk8s.status"]()):

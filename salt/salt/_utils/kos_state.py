@@ -84,3 +84,50 @@ def remove(path):
         return True
     except FileNotFoundError:
         return False
+
+
+# --- per-node join credentials --------------------------------------------------------------
+# The first control plane keeps each credential it issued in <kos:state_dir>/join/<node>.json
+# (root only) and publishes it in the mine under kos_join_<node>, readable by that node only.
+JOIN_DIR = "join"
+# The shared token earlier versions published (join.json, and kubeadm's certificate key in
+# join-control-plane.json): revoked wherever it is still found.
+LEGACY_JOIN_FILES = ("join.json", "join-control-plane.json")
+
+
+def legacy_credential_files(salt):
+    """The files of the shared credential earlier versions published, where they exist."""
+    paths = [state_file(salt, name) for name in LEGACY_JOIN_FILES]
+    return [p for p in paths if os.path.exists(p)]
+
+
+def credential_file(salt, node):
+    """Where the first control plane keeps the join credential it issued for ``node``."""
+    return state_file(salt, os.path.join(JOIN_DIR, f"{node}.json"))
+
+
+def credential_nodes(salt):
+    """The nodes that hold a join credential on this node (its credential files)."""
+    try:
+        names = os.listdir(state_file(salt, JOIN_DIR))
+    except OSError:
+        return []
+    return sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
+
+
+def mine_key(node):
+    """The mine entry under which ``node``'s join credential is published (to it alone)."""
+    return f"kos_join_{node}"
+
+
+def publish_credential(salt, node):
+    """Publish ``node``'s credential file in the mine, readable by the minion ``node`` only."""
+    ok = salt["mine.send"](mine_key(node), mine_function="kos.join_info", node=node,
+                           allow_tgt=node, allow_tgt_type="list")
+    if ok is False:
+        raise OSError(f"mine.send {mine_key(node)} failed (see the minion log)")
+
+
+def withdraw_credential(salt, node):
+    """The mine entry of ``node``'s credential goes from the master."""
+    salt["mine.delete"](mine_key(node))

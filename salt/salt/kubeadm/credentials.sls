@@ -1,39 +1,34 @@
-{#- Join credentials in the mine, issued only while some node still has to join:
-    a short-lived bootstrap token with the CA hash (kos_join, Kubernetes nodes) and,
-    while a control plane has to join, the certificate key (kos_join_control_plane,
-    control planes only). The orchestration applies this before every join wave and
-    kubeadm.revoke after the last one.
-    `order: last`: inside a highstate this runs after kubeadm init, applied on its
-    own it needs nothing else. #}
+{#- On the first control plane: a join credential of its own for each node the
+    orchestration names in the pillar it passes (kos_orchestration:join_nodes), with
+    the role Terraform gave that node: a short-lived bootstrap token and the CA hash, and
+    for a control plane only the certificate key. Published in the mine for that minion
+    alone; issued on demand by the orchestration's wave, never by a highstate; revoked by
+    kubeadm.revoke. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
+{%- from "kos/map.jinja" import kos with context %}
+{%- set wanted = salt['pillar.get']('kos_orchestration:join_nodes', []) %}
+{%- set unknown = wanted | reject('in', kos.nodes) | list + wanted | select('equalto', kos.first_control_plane) | list %}
+{%- if unknown %}
 
-kubeadm-credentials-kubeadm-token_present:
-  kubeadm.token_present:
-    - name: {{ kubeadm.join_file }}
+kubeadm-credentials-test-fail_without_changes-unknown:
+  test.fail_without_changes:
+    - name: >-
+        no join credential for {{ unknown | join(', ') }}: only the Kubernetes nodes of this
+        deployment but the first control plane join it
+{%- endif %}
+{%- for node in wanted if node not in unknown %}
+
+kubeadm-credentials-kubeadm-join_credential_present-{{ node }}:
+  kubeadm.join_credential_present:
+    - name: {{ node }}
+    # Terraform's role, whatever asked: a worker never gets the certificate key
+    - role: {{ kos.nodes[node].role }}
+    - node_name: {{ kubeadm.node_names[node] }}
     - ttl: {{ kubeadm.token.ttl }}
     - min_remaining: {{ kubeadm.token.min_remaining }}
+    - key_min_remaining: {{ kubeadm.certificate_key.min_remaining }}
     - description: {{ kubeadm.token_description | tojson }}
-    - wanted_nodes: {{ kubeadm.node_names.values() | sort | tojson }}
-    - control_planes: {{ kubeadm.control_plane_names | sort | tojson }}
-    - stacked_etcd: {{ kubeadm.stacked_etcd }}
     - ca_file: {{ kubeadm.kube_dir }}/pki/ca.crt
-    - kube_dir: {{ kubeadm.kube_dir }}
-    - order: last
-
-kubeadm-credentials-kubeadm-certificate_key_present:
-  kubeadm.certificate_key_present:
-    - name: {{ kubeadm.control_plane_join_file }}
-    - min_remaining: {{ kubeadm.certificate_key.min_remaining }}
-    - wanted_nodes: {{ kubeadm.control_plane_names | sort | tojson }}
-    - stacked_etcd: {{ kubeadm.stacked_etcd }}
     - config: {{ kubeadm.config_file }}
     - kube_dir: {{ kubeadm.kube_dir }}
-    - order: last
-
-kubeadm-credentials-module-run-mine-update:
-  module.run:
-    - mine.update: []
-    - onchanges:
-      - kubeadm: kubeadm-credentials-kubeadm-token_present
-      - kubeadm: kubeadm-credentials-kubeadm-certificate_key_present
-    - order: last
+{%- endfor %}

@@ -1,12 +1,11 @@
 {#- The first control plane: kubeadm init behind the local load balancer, the pod
-    network, the cloud controller, and join credentials in the mine for the nodes
-    that still have to join. #}
+    network and the cloud controller. Join credentials are issued per node by the
+    orchestration (kubeadm.credentials), not here. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 include:
   - kubeadm
   - kubeadm.cni
   - kubeadm.ccm
-  - kubeadm.credentials
 
 kubeadm-master-file-managed-config:
   file.managed:
@@ -25,3 +24,15 @@ kubeadm-master-kubeadm-initialized:
       - file: kubeadm-master-file-managed-config
       - sls: kubeadm.prepare
       - sls: kubeadm.haproxy
+
+# Shared credentials go: kubeadm init's own token, and the token for every node (join.json)
+# and the certificate key for every control plane (join-control-plane.json) that earlier
+# versions published.
+kubeadm-master-kubeadm-join_credentials_absent-shared:
+  kubeadm.join_credentials_absent:
+    - name: shared join credentials
+    - nodes: []
+    - description: {{ kubeadm.token_description | tojson }}
+    - kube_dir: {{ kubeadm.kube_dir }}
+    - require:
+      - kubeadm: kubeadm-master-kubeadm-initialized

@@ -1,17 +1,12 @@
-{#- After the last join wave (applied by the orchestration on the first control
-    plane): delete the wave's tokens and the kubeadm-certs Secret, drop the
-    published files and refresh the mine, so no join credential outlives its use. #}
+{#- On the first control plane: revoke the join credentials of the nodes the
+    orchestration names (kos_orchestration:join_nodes), once they joined or their wave ended: their
+    tokens, a control plane's kubeadm-certs Secret, the files and the mine entries. With
+    no list, every credential issued here and every token marked as kos's. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 
 kubeadm-revoke-kubeadm-join_credentials_absent:
   kubeadm.join_credentials_absent:
-    - name: {{ kubeadm.join_file }}
-    - certificate_key_file: {{ kubeadm.control_plane_join_file }}
+    - name: join credentials
+    - nodes: {{ salt['pillar.get']('kos_orchestration:join_nodes', None) | tojson }}
     - description: {{ kubeadm.token_description | tojson }}
     - kube_dir: {{ kubeadm.kube_dir }}
-
-kubeadm-revoke-module-run-mine-update:
-  module.run:
-    - mine.update: []
-    - onchanges:
-      - kubeadm: kubeadm-revoke-kubeadm-join_credentials_absent

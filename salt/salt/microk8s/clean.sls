@@ -22,6 +22,7 @@ microk8s-clean-file-absent-launch_config:
 microk8s-clean-file-absent-published:
   file.absent:
     - names:
+      - {{ microk8s.join_dir }}
       - {{ microk8s.join_file }}
       - {{ microk8s.addons_record }}
     - require:
