@@ -17,6 +17,8 @@ base:
 {%- if valid %}
     - core
     - file_transfer
+    {#- last: notes what the run was made of, for the orchestration's next wave #}
+    - kos.converged
 {%- if kos.roles %}
   '{{ grains['id'] }}':
 {%- if 'salt_master' in kos.roles %}

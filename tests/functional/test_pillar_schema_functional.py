@@ -109,11 +109,11 @@ ROLES = ("control_plane", "kubernetes_node", "first_control_plane")
 
 def test_top_file_on_a_valid_pillar(with_pillar):
     assert top(with_pillar(example(ROLES))) == ["kos.validate", "core", "file_transfer",
-                                                 "microk8s.master"]
+                                                 "kos.converged", "microk8s.master"]
     kubeadm = example(ROLES, kos__distribution="kubeadm", kubernetes__distribution="kubeadm",
                       kubeadm__ccm__enabled=False)
     assert top(with_pillar(kubeadm)) == [
-        "kos.validate", "core", "file_transfer", "kubeadm.master"]
+        "kos.validate", "core", "file_transfer", "kos.converged", "kubeadm.master"]
 
 
 @pytest.mark.parametrize(

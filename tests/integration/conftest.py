@@ -5,6 +5,7 @@ namespace with the microk8s/snap stand-ins on PATH and its own stand-in root (it
 plus the per-deployment layers a test writes.
 """
 
+import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 import shutil
@@ -54,7 +55,12 @@ class Deployment:
     def __init__(self, pillar_dir, lab, names):
         self.pillar_dir = Path(pillar_dir)
         self.lab = lab
-        self.names = names
+        self.names = list(names)
+
+    def add(self, name):
+        """Terraform created one more host: the Terraform layer lists it."""
+        self.names.append(name)
+        self.write("_from_terraform.sls", self.from_terraform())
 
     def fqdn(self, hostname):
         return f"{hostname}.{DOMAIN}"
@@ -112,7 +118,10 @@ def host_roots(tmp_path_factory):
     return tmp_path_factory.mktemp("hosts")
 
 
-HOSTNAMES = ["salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2"]
+HOSTNAMES = ["salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2", "k8s-worker-3"]
+# What Terraform created at first; k8s-worker-3 runs a minion that the deployment gains
+# later (test_deploy: adding a node).
+MEMBERS = HOSTNAMES[:4]
 
 
 @pytest.fixture(scope="package")
@@ -124,7 +133,7 @@ def pillar_dir(tmp_path_factory):
 def deployment(netlab, pillar_dir, host_roots):
     for name in HOSTNAMES:
         netlab.add_host(name, default_route=False)
-    dep = Deployment(pillar_dir, netlab, HOSTNAMES)
+    dep = Deployment(pillar_dir, netlab, MEMBERS)
     dep.write("_from_terraform.sls", dep.from_terraform())
     # This environment is the test machine itself: only what a test host may change.
     dep.write(
@@ -182,28 +191,34 @@ def salt_master(salt_factories, netlab, deployment, pillar_dir, files_dir):
         yield factory
 
 
+def netns_minion(salt_master, netlab, deployment, host_roots, name):
+    """A minion factory for host ``name``: in its namespace, with the stand-ins on PATH and
+    its own stand-in root."""
+    root = host_roots / name
+    factory = salt_master.salt_minion_daemon(
+        deployment.fqdn(name),
+        factory_class=NetnsMinion,
+        netns=netlab.hosts[name].netns,
+        overrides={"master": netlab.gateway, "interface": "0.0.0.0"},
+    )
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    # The manager hands every daemon the same environ dict: give this one its own.
+    factory.environ = dict(
+        factory.environ,
+        PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
+        KOS_STANDIN_ROOT=str(root),
+        # the namespaces have no default route to find it from
+        KOS_STANDIN_IP=netlab.hosts[name].address,
+    )
+    return factory
+
+
 @pytest.fixture(scope="package")
 def minions(salt_master, netlab, deployment, host_roots):
     started = {}
-    path = os.environ.get("PATH", "/usr/bin:/bin")
     try:
         for name in HOSTNAMES:
-            root = host_roots / name
-            factory = salt_master.salt_minion_daemon(
-                deployment.fqdn(name),
-                factory_class=NetnsMinion,
-                netns=netlab.hosts[name].netns,
-                overrides={"master": netlab.gateway, "interface": "0.0.0.0"},
-            )
-            # The manager hands every daemon the same environ dict: give this one its own.
-            factory.environ = dict(
-                factory.environ,
-                PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
-                KOS_STANDIN_ROOT=str(root),
-                # the namespaces have no default route to find it from
-                KOS_STANDIN_IP=netlab.hosts[name].address,
-            )
-            started[name] = factory
+            started[name] = netns_minion(salt_master, netlab, deployment, host_roots, name)
         # Started together: each start waits for the master to see the minion.
         with ThreadPoolExecutor(len(started)) as pool:
             for fut in [pool.submit(f.start, start_timeout=180) for f in started.values()]:
@@ -230,3 +245,41 @@ def root_of(host_roots, name):
 
 def wipe(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+EMPTY = hashlib.sha256(b"").hexdigest()
+
+
+def mine_digest(salt_cli, reader, source, function, field):
+    """What ``reader`` gets from the mine, as a digest: a job's return lands in the minion
+    log, so a test that asked for the credential itself would leak it there."""
+    template = ("{{ ((salt['mine.get']('%s', '%s').get('%s') or {}).get('%s') or '') | sha256 }}"
+                % (source, function, source, field))
+    ret = salt_cli.run("slsutil.renderer", f"string={template}", "default_renderer=jinja",
+                       minion_tgt=reader)
+    assert ret.returncode == 0, ret
+    return ret.data.strip()
+
+
+def converged(step):
+    """The minions a salt.state step ran on, from its comment ("States ran successfully.
+    Updating a. No changes made to b, c."): its changes name only the minions that changed."""
+    names = set()
+    for part in step["comment"].split(". "):
+        for prefix in ("Updating ", "No changes made to "):
+            if part.startswith(prefix):
+                names |= {n.strip(" .") for n in part[len(prefix):].split(",")}
+    return names
+
+
+def highstated(steps):
+    """{step id: minions} of every orchestration step that ran a highstate."""
+    found = {}
+    for step in steps.values():
+        sid = step["__id__"]
+        if sid in ("kos-orch-deploy-first-control-plane", "kos-orch-deploy-wave") or \
+                sid.startswith("kos-orch-deploy-control-plane-"):
+            ran = converged(step) or set(((step.get("changes") or {}).get("ret") or {}))
+            if ran:
+                found[sid] = ran
+    return found

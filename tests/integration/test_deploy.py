@@ -1,19 +1,24 @@
 """
-orch.deploy on a real master and four real minions (salt master, one control
-plane, two workers), each minion in its own network namespace. The microk8s
-stand-in's cluster agent listens on the control plane's address; workers join it
-over the test bridge with the token the control plane published in the mine.
+orch.deploy on a real master and real minions (salt master, one control plane, two
+workers, and a third worker the deployment gains later), each minion in its own network
+namespace. The microk8s stand-in's cluster agent listens on the control plane's address;
+workers join it over the test bridge, each with the credential the control plane issued
+for it alone.
 """
 
+import hashlib
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.integration.conftest import DOMAIN_SLS
+from tests.integration.conftest import (
+    DOMAIN_SLS, EMPTY, STANDINS, converged, highstated, mine_digest,
+)
 
 SNAP_DATA = "var/snap/microk8s/current"
 
@@ -32,6 +37,14 @@ def orchestrate(salt_run, pillar=None):
 def step_results(steps):
     """{step id: result} for every orchestration step."""
     return {v["__id__"]: v["result"] for v in steps.values()}
+
+
+def by_id(steps):
+    return {v["__id__"]: v for v in steps.values()}
+
+
+def order(steps):
+    return [v["__id__"] for v in sorted(steps.values(), key=lambda v: v["__run_num__"])]
 
 
 def highstate_changes(steps):
@@ -84,13 +97,23 @@ def demo_report():
         Path(path).write_text(json.dumps(DEMO, indent=1))
 
 
-def test_every_step_succeeded_in_order(deployed):
+def test_every_step_succeeded_in_order(deployed, deployment):
+    """A fresh cluster: the first control plane alone, then one wave for everything else
+    (the master and both workers together), with the workers' credentials issued before
+    it and revoked after it."""
     results = step_results(deployed)
     assert all(results.values()), results
-    order = [v["__id__"] for v in sorted(deployed.values(), key=lambda v: v["__run_num__"])]
-    assert order.index("kos-orch-deploy-validate") < order.index("kos-orch-deploy-salt-master")
-    assert order.index("kos-orch-deploy-salt-master") < order.index("kos-orch-deploy-first-control-plane")
-    assert order.index("kos-orch-deploy-first-control-plane") < order.index("kos-orch-deploy-workers")
+    steps = order(deployed)
+    expected = ["kos-orch-deploy-validate", "kos-orch-deploy-first-control-plane",
+                "kos-orch-deploy-credentials-workers", "kos-orch-deploy-wave",
+                "kos-orch-deploy-revoke"]
+    assert [i for i in steps if i in expected] == expected
+    assert highstated(deployed) == {
+        "kos-orch-deploy-first-control-plane": {deployment.fqdn("k8s-cp-1")},
+        "kos-orch-deploy-wave": {deployment.fqdn(n)
+                                 for n in ("salt", "k8s-worker-1", "k8s-worker-2")},
+    }
+    DEMO["steps"] = steps
 
 
 def test_workers_joined_the_control_plane(deployed, salt_cli, deployment, host_roots):
@@ -113,33 +136,34 @@ def test_workers_joined_the_control_plane(deployed, salt_cli, deployment, host_r
         assert nodes[name]["ip"] == deployment.lab.hosts[name].address
 
 
-def test_joins_used_the_ttl_token_from_the_mine(deployed, salt_cli, deployment, host_roots):
+def credential_lines(host_roots):
+    path = host_roots / "k8s-cp-1" / SNAP_DATA / "credentials/cluster-tokens.txt"
+    return [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def test_the_wave_left_no_join_credential(deployed, salt_cli, deployment, host_roots):
+    """Each worker joined with a credential of its own, used once: no token, no credential
+    file and no mine entry is left once the wave ended."""
     cp = deployment.fqdn("k8s-cp-1")
-    published = json.loads((host_roots / "k8s-cp-1" / "etc/kos/join.json").read_text())
-    token = published["connection"].split("/")[1]
-    assert published["connection"].startswith(deployment.lab.hosts["k8s-cp-1"].address + ":25000/")
-    assert published["expires"] > time.time() + 1800
-    lines = (host_roots / "k8s-cp-1" / SNAP_DATA / "credentials/cluster-tokens.txt").read_text().splitlines()
-    # a TTL token: still there after two joins, never a single-use one
-    assert any(line.startswith(f"{token}|") for line in lines)
-    assert all("|" in line for line in lines if line.strip())
-    # the mine serves it to Kubernetes nodes, not to the salt master's minion
-    worker = deployment.fqdn("k8s-worker-1")
-    seen = salt_cli.run("mine.get", cp, "kos_join", minion_tgt=worker).data
-    assert seen[cp]["connection"] == published["connection"]
-    hidden = salt_cli.run("mine.get", cp, "kos_join", minion_tgt=deployment.fqdn("salt")).data
-    assert not hidden
-    # and no minion log carries it
-    for log in Path(deployment.pillar_dir).parents[1].rglob("minion.log"):
-        assert token not in log.read_text(errors="replace"), log
+    assert credential_lines(host_roots) == []
+    join_dir = host_roots / "k8s-cp-1" / "etc/kos/join"
+    assert not join_dir.exists() or list(join_dir.iterdir()) == []
+    for name in ("k8s-worker-1", "k8s-worker-2"):
+        worker = deployment.fqdn(name)
+        seen = salt_cli.run("mine.get", cp, f"kos_join_{worker}", minion_tgt=worker).data
+        assert not seen, seen
+
+
+def hosts_lines(deployment):
+    return [f"{deployment.lab.hosts[n].address} {deployment.fqdn(n)} {n}" for n in deployment.names]
 
 
 def test_hosts_come_from_the_mine(deployed, deployment, host_roots):
-    for name in ("salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2"):
+    for name in deployment.names:
         text = (host_roots / name / "etc/hosts").read_text()
         assert text.startswith("127.0.0.1 localhost\n")
-        for other, host in deployment.lab.hosts.items():
-            assert f"{host.address} {deployment.fqdn(other)} {other}" in text, (name, text)
+        for line in hosts_lines(deployment):
+            assert line in text, (name, text)
 
 
 def test_extra_san_is_in_the_certificate(deployed, host_roots):
@@ -156,27 +180,62 @@ def test_addons_from_pillar(deployed, salt_cli, deployment):
     assert addons["registry"] == "disabled"
 
 
-def test_second_run_changes_nothing(deployed, salt_run):
+def test_second_run_runs_no_highstate(deployed, salt_run):
+    """Nothing changed: every minion says so, and no highstate runs anywhere."""
+    started = time.monotonic()
     ret, steps = orchestrate(salt_run)
-    assert ret.returncode == 0
-    assert highstate_changes(steps) == []
+    assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+    assert highstated(steps) == {}
+    assert by_id(steps)["kos-orch-deploy-plan"]["name"] == "no highstate"
+    DEMO["second_run_seconds"] = round(time.monotonic() - started, 1)
     DEMO["second_run_changes"] = 0
 
 
-def test_near_expiry_token_is_replaced_and_a_new_node_still_joins(deployed, salt_run, salt_cli, deployment, host_roots):
-    path = host_roots / "k8s-cp-1" / "etc/kos/join.json"
-    doc = json.loads(path.read_text())
-    old = doc["connection"]
-    doc["expires"] = int(time.time()) + 60  # as if issued long ago
-    path.write_text(json.dumps(doc))
-    # a worker leaves, so the next run has a join to do with the new token
+def test_forced_run_is_one_parallel_highstate_that_changes_nothing(deployed, salt_run,
+                                                                   deployment):
+    ret, steps = orchestrate(salt_run, {"force": True})
+    assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+    assert highstated(steps) == {"kos-orch-deploy-wave": {
+        deployment.fqdn(n) for n in ("salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2")}}
+    assert highstate_changes(steps) == []
+
+
+def test_a_pillar_change_is_one_parallel_highstate(deployed, salt_run, deployment):
+    """A changed environment layer: every minion it applies to in one wave, no ordered
+    step, nothing issued; the next run has nothing left to do."""
+    env = f"environments/{DOMAIN_SLS}.sls"
+    original = (deployment.pillar_dir / env).read_text()
+    changed = yaml.safe_load(original)
+    changed["microk8s"]["ready_timeout"] = 31
+    deployment.write(env, changed)
+    try:
+        ret, steps = orchestrate(salt_run)
+        assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+        everyone = {deployment.fqdn(n) for n in ("salt", "k8s-cp-1", "k8s-worker-1",
+                                                 "k8s-worker-2")}
+        assert highstated(steps) == {"kos-orch-deploy-wave": everyone}
+        assert not [i for i in order(steps) if "credentials" in i or "revoke" in i]
+        plan = by_id(steps)["kos-orch-deploy-plan"]["name"]
+        assert "pillar changed: microk8s" in plan, plan
+        ret, steps = orchestrate(salt_run)
+        assert highstated(steps) == {}
+    finally:
+        deployment.write(env, original)
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0 and set(highstated(steps)) == {"kos-orch-deploy-wave"}
+
+
+def test_a_worker_that_left_joins_again_alone(deployed, salt_run, salt_cli, deployment,
+                                             host_roots):
     worker = deployment.fqdn("k8s-worker-2")
     assert salt_cli.run("microk8s.leave", minion_tgt=worker).returncode == 0
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
-    new = json.loads(path.read_text())
-    assert new["connection"] != old and new["expires"] > time.time() + 1800
+    assert highstated(steps) == {"kos-orch-deploy-wave": {worker}}
+    plan = by_id(steps)["kos-orch-deploy-plan"]["name"]
+    assert f"{worker} (not joined)" in plan, plan
     assert salt_cli.run("microk8s.is_worker", minion_tgt=worker).data is True
+    assert credential_lines(host_roots) == []
 
 
 def test_bad_pillar_fails_with_the_key_and_changes_nothing(deployed, salt_run, deployment, host_roots):
@@ -199,17 +258,6 @@ def test_bad_pillar_fails_with_the_key_and_changes_nothing(deployed, salt_run, d
     assert tree_snapshot(host_roots) == before
 
 
-def converged(step):
-    """The minions a salt.state step ran on, from its comment ("States ran successfully.
-    Updating a. No changes made to b, c.")."""
-    names = set()
-    for part in step["comment"].split(". "):
-        for prefix in ("Updating ", "No changes made to "):
-            if part.startswith(prefix):
-                names |= {n.strip(" .") for n in part[len(prefix):].split(",")}
-    return names
-
-
 def test_a_silent_minion_stops_the_deploy_before_anything_changes(deployed, salt_run, minions,
                                                                  deployment, host_roots):
     """A node that does not answer is named, and no step runs anywhere; excluded, it is
@@ -218,38 +266,40 @@ def test_a_silent_minion_stops_the_deploy_before_anything_changes(deployed, salt
     minions["k8s-worker-2"].terminate()
     try:
         before = tree_snapshot(host_roots)
-        ret, steps = orchestrate(salt_run)
+        ret, steps = orchestrate(salt_run, {"force": True})
         assert ret.returncode != 0
         results = step_results(steps)
-        ping = next(v for v in steps.values() if v["__id__"] == "kos-orch-deploy-ping")
+        ping = by_id(steps)["kos-orch-deploy-ping"]
         # "Running function test.ping failed on minions: <ids> Function test.ping ran on ..."
         named = ping["comment"].split("failed on minions:")[1].split(" Function ")[0]
         assert ping["result"] is False and [n.strip() for n in named.split(",")] == [silent], ping
-        assert not any(ok for sid, ok in results.items() if sid != "kos-orch-deploy-ping"), results
-        assert highstate_changes(steps) == []
+        ran = {sid for sid, ok in results.items() if ok and sid != "kos-orch-deploy-plan"}
+        assert ran == set() and highstate_changes(steps) == [], results
         assert tree_snapshot(host_roots) == before
 
-        ret, steps = orchestrate(salt_run, {"exclude": [silent]})
+        ret, steps = orchestrate(salt_run, {"exclude": [silent], "force": True})
         assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
-        workers = next(v for v in steps.values() if v["__id__"] == "kos-orch-deploy-workers")
-        assert converged(workers) == {deployment.fqdn("k8s-worker-1")}, workers
+        wave = by_id(steps)["kos-orch-deploy-wave"]
+        assert converged(wave) == {deployment.fqdn(n) for n in ("salt", "k8s-cp-1",
+                                                                "k8s-worker-1")}, wave
         assert highstate_changes(steps) == []
     finally:
         minions["k8s-worker-2"].start(start_timeout=180)
 
 
-def test_limit_converges_the_named_nodes_with_the_first_control_planes_token(
-        deployed, salt_run, deployment):
+def test_limit_converges_the_named_nodes_with_the_first_control_planes_credential(
+        deployed, salt_run, salt_cli, deployment):
     worker = deployment.fqdn("k8s-worker-1")
+    assert salt_cli.run("microk8s.leave", minion_tgt=worker).returncode == 0
     ret, steps = orchestrate(salt_run, {"limit": [worker]})
     assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
-    by_id = {v["__id__"]: v for v in steps.values()}
-    assert "kos-orch-deploy-salt-master" not in by_id
-    assert "kos-orch-deploy-first-control-plane" not in by_id
-    assert by_id["kos-orch-deploy-first-control-plane-credentials"]["result"] is True
-    assert converged(by_id["kos-orch-deploy-workers"]) == {worker}
-    assert set(by_id["kos-orch-deploy-ping"]["changes"]["ret"]) == {
+    steps = by_id(steps)
+    assert "kos-orch-deploy-first-control-plane" not in steps
+    assert steps["kos-orch-deploy-credentials-workers"]["result"] is True
+    assert converged(steps["kos-orch-deploy-wave"]) == {worker}
+    assert set(steps["kos-orch-deploy-ping"]["changes"]["ret"]) == {
         worker, deployment.fqdn("k8s-cp-1")}
+    assert salt_cli.run("microk8s.is_worker", minion_tgt=worker).data is True
 
 
 def test_an_unknown_minion_in_the_options_changes_nothing(deployed, salt_run, host_roots):
@@ -262,3 +312,76 @@ def test_an_unknown_minion_in_the_options_changes_nothing(deployed, salt_run, ho
     assert "pillar key 'limit': \"k8s-worker-9.nowhere\" is not a minion of this deployment" in \
         step["name"], step
     assert tree_snapshot(host_roots) == before
+
+
+def standin_microk8s(deployment, host_roots, name, *args):
+    """The microk8s stand-in run by hand on a host (never through Salt)."""
+    host = deployment.lab.hosts[name]
+    root = host_roots / name
+    env = [f"KOS_STANDIN_ROOT={root}", f"KOS_STANDIN_IP={host.address}",
+           f"PATH={STANDINS / 'bin'}:{root / 'snap' / 'bin'}:/usr/bin:/bin"]
+    cmd = ["ip", "netns", "exec", host.netns, "env", *env, str(root / "snap/bin/microk8s"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_workers_credential_is_its_own_and_dies_with_its_wave(
+        deployed, salt_cli, deployment, host_roots):
+    """Issued for one worker, as a worker (Terraform's role): only that minion reads it; once
+    revoked, it joins nothing, neither as a control plane nor as a worker."""
+    cp, worker = deployment.fqdn("k8s-cp-1"), deployment.fqdn("k8s-worker-1")
+    run = {"kos_orchestration": {"join_nodes": [worker]}}
+    ret = salt_cli.run("state.apply", "microk8s.credentials", f"pillar={json.dumps(run)}",
+                       minion_tgt=cp)
+    assert ret.returncode == 0, ret
+    doc = json.loads((host_roots / "k8s-cp-1" / "etc/kos/join" / f"{worker}.json").read_text())
+    assert (doc["node"], doc["role"]) == (worker, "worker")
+    token = doc["connection"].split("/")[1]
+    digest = hashlib.sha256(doc["connection"].encode()).hexdigest()
+    key = f"kos_join_{worker}"
+    assert mine_digest(salt_cli, worker, cp, key, "connection") == digest
+    for other in ("k8s-worker-2", "salt", "k8s-cp-1"):
+        assert mine_digest(salt_cli, deployment.fqdn(other), cp, key, "connection") == EMPTY
+    assert salt_cli.run("microk8s.token_valid", token, minion_tgt=cp).data is True
+
+    ret = salt_cli.run("state.apply", "microk8s.revoke", f"pillar={json.dumps(run)}",
+                       minion_tgt=cp)
+    assert ret.returncode == 0, ret
+    assert salt_cli.run("microk8s.token_valid", token, minion_tgt=cp).data is False
+    assert mine_digest(salt_cli, worker, cp, key, "connection") == EMPTY
+    # a spare host (k8s-worker-3, not in the deployment yet) with microk8s installed tries it
+    spare = deployment.fqdn("k8s-worker-3")
+    assert salt_cli.run("state.apply", "microk8s", minion_tgt=spare).returncode == 0
+    for extra in ([], ["--worker"]):
+        res = standin_microk8s(deployment, host_roots, "k8s-worker-3", "join",
+                               doc["connection"], *extra)
+        assert res.returncode == 6, (extra, res.stdout, res.stderr)
+        assert "Connection failed. Invalid token (500)." in res.stdout + res.stderr
+    nodes = salt_cli.run("microk8s.nodes", minion_tgt=cp).data
+    assert "k8s-worker-3" not in nodes
+
+
+def test_adding_a_node_runs_its_highstate_and_teaches_the_others(
+        deployed, salt_run, salt_cli, deployment, host_roots):
+    """Terraform added k8s-worker-3: its highstate after its credential; on the others
+    /etc/hosts learns it, and no highstate runs there."""
+    new = deployment.fqdn("k8s-worker-3")
+    others = {deployment.fqdn(n) for n in deployment.names}
+    deployment.add("k8s-worker-3")
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0, json.dumps(steps, default=str)[:6000]
+    assert highstated(steps) == {"kos-orch-deploy-wave": {new}}
+    assert converged(by_id(steps)["kos-orch-deploy-learn"]) == others
+    expected = ["kos-orch-deploy-learn", "kos-orch-deploy-credentials-workers",
+                "kos-orch-deploy-wave", "kos-orch-deploy-revoke"]
+    assert [i for i in order(steps) if i in expected] == expected
+    assert salt_cli.run("microk8s.is_worker", minion_tgt=new).data is True
+    nodes = salt_cli.run("microk8s.nodes", minion_tgt=deployment.fqdn("k8s-cp-1")).data
+    assert nodes["k8s-worker-3"]["role"] == "worker"
+    for name in deployment.names:
+        text = (host_roots / name / "etc/hosts").read_text()
+        for line in hosts_lines(deployment):
+            assert line in text, (name, text)
+    assert credential_lines(host_roots) == []
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0 and highstated(steps) == {}
+    assert "kos-orch-deploy-learn" not in by_id(steps)

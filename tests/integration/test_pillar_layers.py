@@ -17,13 +17,11 @@ def test_roles_are_derived_from_the_terraform_layer(salt_cli, minions, deploymen
     assert set(cp["kos"]["roles"]) == {"control_plane", "kubernetes_node", "first_control_plane"}
     assert set(worker["kos"]["roles"]) == {"worker", "kubernetes_node"}
     assert master["kos"]["roles"] == ["salt_master"]
-    # Join credentials are published by the first control plane only, to Kubernetes nodes only.
-    join = dict(kv for item in cp["mine_functions"]["kos_join"] for kv in item.items())
-    assert join["allow_tgt_type"] == "list"
-    assert set(join["allow_tgt"].split(",")) == {
-        deployment.fqdn(n) for n in ("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")
-    }
-    assert "kos_join" not in worker["mine_functions"]
+    # The first control plane says whether the cluster is up (for the reactor); no node
+    # publishes a join credential through pillar-defined mine functions: the orchestration
+    # issues one per joining node.
+    assert set(cp["mine_functions"]) == {"kos_private_ips", "kos_kubernetes"}
+    assert set(worker["mine_functions"]) == {"kos_private_ips"}
 
 
 def test_later_layer_wins_and_missing_layers_are_skipped(salt_cli, minions, deployment):

@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 
+import yaml
+
 from tests.integration.conftest import DOMAIN_SLS
 
 ALL_CORE = {"core": {"manage": {k: True for k in (
@@ -46,8 +48,14 @@ def test_core_with_every_part_on_predicts_and_fails_nothing(salt_cli, minions, d
 def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots):
     code, data = apply(salt_cli, deployment.fqdn("salt"), "salt_master")
     assert code == 0, data
-    conf = (host_roots / "salt" / "etc/salt/master.d/kos.conf").read_text()
-    assert "file_roots:\n  base:\n    - /srv/salt" in conf and "auto_accept: false" in conf
+    conf = yaml.safe_load((host_roots / "salt" / "etc/salt/master.d/kos.conf").read_text())
+    assert conf["file_roots"] == {"base": ["/srv/salt"]} and conf["auto_accept"] is False
+    # sized from the master's cores, and patient: a busy master makes a wave wait
+    cores = salt_cli.run("grains.get", "num_cpus", minion_tgt=deployment.fqdn("salt")).data
+    assert conf["worker_threads"] == max(5, 4 * cores)
+    assert conf["gather_job_timeout"] == 60 and conf["timeout"] == 60
+    # a minion that starts is converged by the reactor (tests/integration/test_reactor.py)
+    assert conf["reactor"] == [{"salt/minion/*/start": ["salt://reactor/start.sls"]}]
     code, again = apply(salt_cli, deployment.fqdn("salt"), "salt_master")
     assert all(not v["changes"] for v in again.values())
 

@@ -2,8 +2,8 @@
 orch.deploy with kubernetes:distribution kubeadm on a real master and real minions
 (salt master, two control planes, two workers), each in its own network namespace.
 The first control plane runs kubeadm init behind its local haproxy; the second joins
-after it, alone; the workers join together, through their own haproxy, with the
-credentials the first control plane published in the mine.
+after it, alone; the workers join together, through their own haproxy, each with the
+credential the first control plane issued for it alone.
 """
 
 import datetime
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import EMPTY, highstated, mine_digest
 from tests.integration_kubeadm.conftest import (
     CCM_CREDENTIALS, CONTROL_PLANES, STANDINS, daemon_pid, instance_uuid, root_of,
 )
@@ -69,28 +70,16 @@ def changed_states(steps):
 def standin(netlab, host_roots, name, *args):
     """The kubeadm stand-in run by hand on a host (test sabotage, never through Salt)."""
     host = netlab.hosts[name]
-    env = [f"KOS_STANDIN_ROOT={root_of(host_roots, name)}", f"KOS_STANDIN_IP={host.address}"]
+    env = [f"KOS_STANDIN_ROOT={root_of(host_roots, name)}", f"KOS_STANDIN_IP={host.address}",
+           "KOS_STANDIN_DISCOVERY_TIMEOUT=3"]
     cmd = ["ip", "netns", "exec", host.netns, "env", *env, str(STANDINS / "bin" / "kubeadm"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
-def published(host_roots, name="join.json"):
-    path = root_of(host_roots, "k8s-cp-1") / "etc" / "kos" / name
+def issued(host_roots, minion):
+    """The credential the first control plane issued for ``minion`` (None: none)."""
+    path = root_of(host_roots, "k8s-cp-1") / "etc/kos/join" / f"{minion}.json"
     return json.loads(path.read_text()) if path.exists() else None
-
-
-EMPTY = hashlib.sha256(b"").hexdigest()
-
-
-def mine_digest(salt_cli, reader, source, function, field):
-    """What ``reader`` gets from the mine, as a digest: a job's return lands in the minion
-    log, so a test that asked for the credential itself would leak it there."""
-    template = ("{{ ((salt['mine.get']('%s', '%s').get('%s') or {}).get('%s') or '') | sha256 }}"
-                % (source, function, source, field))
-    ret = salt_cli.run("slsutil.renderer", f"string={template}", "default_renderer=jinja",
-                       minion_tgt=reader)
-    assert ret.returncode == 0, ret
-    return ret.data.strip()
 
 
 def nodes_seen_from(salt_cli, deployment, name="k8s-cp-1"):
@@ -111,12 +100,17 @@ def test_every_step_succeeded_in_order(deployed, deployment):
     assert all(s["result"] for s in steps.values()), {k: s["result"] for k, s in steps.items()}
     order = [s["__id__"] for s in sorted(steps.values(), key=lambda s: s["__run_num__"])]
     cp2 = deployment.fqdn("k8s-cp-2")
-    expected = ["kos-orch-deploy-validate", "kos-orch-deploy-salt-master",
-                "kos-orch-deploy-first-control-plane",
-                f"kos-orch-deploy-kubeadm-credentials-{cp2}", f"kos-orch-deploy-control-plane-{cp2}",
-                "kos-orch-deploy-kubeadm-credentials-workers", "kos-orch-deploy-workers",
-                "kos-orch-deploy-kubeadm-revoke"]
+    expected = ["kos-orch-deploy-validate", "kos-orch-deploy-first-control-plane",
+                f"kos-orch-deploy-credentials-{cp2}", f"kos-orch-deploy-control-plane-{cp2}",
+                f"kos-orch-deploy-revoke-{cp2}", "kos-orch-deploy-credentials-workers",
+                "kos-orch-deploy-wave", "kos-orch-deploy-revoke"]
     assert [i for i in order if i in expected] == expected
+    assert highstated(deployed) == {
+        "kos-orch-deploy-first-control-plane": {deployment.fqdn("k8s-cp-1")},
+        f"kos-orch-deploy-control-plane-{cp2}": {cp2},
+        "kos-orch-deploy-wave": {deployment.fqdn(n)
+                                 for n in ("salt", "k8s-worker-1", "k8s-worker-2")},
+    }
 
 
 def test_control_planes_one_at_a_time_workers_together(deployed, deployment):
@@ -124,11 +118,12 @@ def test_control_planes_one_at_a_time_workers_together(deployed, deployment):
     cp2 = deployment.fqdn("k8s-cp-2")
     first = seconds(steps["kos-orch-deploy-first-control-plane"])
     second = seconds(steps[f"kos-orch-deploy-control-plane-{cp2}"])
-    workers = seconds(steps["kos-orch-deploy-workers"])
+    workers = seconds(steps["kos-orch-deploy-wave"])
     assert first[1] <= second[0] and second[1] <= workers[0]
     joins = {
         minion: seconds(states["kubeadm-joined-kubeadm-joined"])
-        for minion, states in minion_states(steps["kos-orch-deploy-workers"]).items()
+        for minion, states in minion_states(steps["kos-orch-deploy-wave"]).items()
+        if "kubeadm-joined-kubeadm-joined" in states
     }
     assert set(joins) == {deployment.fqdn("k8s-worker-1"), deployment.fqdn("k8s-worker-2")}
     (a_start, a_end), (b_start, b_end) = joins.values()
@@ -198,33 +193,35 @@ def test_pod_network_and_cloud_controller(deployed, salt_cli, deployment, host_r
 
 
 def test_join_credentials_are_revoked_after_the_deploy(deployed, salt_cli, deployment, host_roots):
-    assert published(host_roots) is None and published(host_roots, "join-control-plane.json") is None
+    join_dir = root_of(host_roots, "k8s-cp-1") / "etc/kos/join"
+    assert not join_dir.exists() or list(join_dir.iterdir()) == []
     tokens = salt_cli.run("kubeadm.token_list", minion_tgt=deployment.fqdn("k8s-cp-1")).data
-    assert [t for t in tokens if t["description"] == "kos: node join"] == []
+    assert [t for t in tokens if t["description"].startswith("kos: node join")] == []
     assert [t for t in tokens if t["description"].startswith("Proxy for managing TTL")] == []
-    seen = salt_cli.run("mine.get", deployment.fqdn("k8s-cp-1"), "kos_join",
-                        minion_tgt=deployment.fqdn("k8s-worker-1")).data
-    assert not seen or not list(seen.values())[0]
+    cp1 = deployment.fqdn("k8s-cp-1")
+    for name in ("k8s-cp-2", "k8s-worker-1"):
+        minion = deployment.fqdn(name)
+        assert mine_digest(salt_cli, minion, cp1, f"kos_join_{minion}", "token") == EMPTY
 
 
-def test_second_run_changes_nothing(deployed, salt_run):
+def test_second_run_runs_no_highstate(deployed, salt_run):
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
-    assert changed_states(steps) == []
+    assert highstated(steps) == {} and changed_states(steps) == []
 
 
-def test_an_empty_pillar_cache_still_runs_the_credential_steps(deployed, salt_run, deployment):
+def test_an_empty_pillar_cache_still_converges_kubeadm(deployed, salt_run, deployment):
     """The distribution comes from the master's own pillar: with the minions' cached pillar
-    gone (a fresh master, a cleared cache) the kubeadm join and revoke steps still run."""
+    gone (a fresh master, a cleared cache) a forced run is still one kubeadm wave that
+    changes nothing."""
     assert salt_run.run("cache.clear_pillar", "tgt=*").returncode == 0
     cached = salt_run.run("cache.pillar", "tgt=*").data
     assert cached and not any(cached.values()), cached
-    ret, steps = orchestrate(salt_run)
+    ret, steps = orchestrate(salt_run, pillar={"force": True})
     assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
-    ids = set(by_id(steps))
-    cp2 = deployment.fqdn("k8s-cp-2")
-    assert {f"kos-orch-deploy-kubeadm-credentials-{cp2}", "kos-orch-deploy-kubeadm-credentials-workers",
-            "kos-orch-deploy-kubeadm-revoke"} <= ids, sorted(ids)
+    # the kubeadm highstate ran everywhere, and succeeded (microk8s states would fail here)
+    assert highstated(steps) == {"kos-orch-deploy-wave": {deployment.fqdn(n)
+                                                          for n in ("salt", *K8S)}}
     assert changed_states(steps) == []
 
 
@@ -248,46 +245,68 @@ def test_remove_drains_resets_and_deletes(removed, salt_cli, deployment, host_ro
 
 
 @pytest.fixture(scope="module")
-def sabotaged(removed, salt_cli, deployment, host_roots, netlab):
-    """Credentials published for the two leavers, then made worthless behind the mine's back:
-    the certificate key's Secret deleted, the token swapped for one that expired."""
-    cp1 = deployment.fqdn("k8s-cp-1")
-    ret = salt_cli.run("state.apply", "kubeadm.credentials", minion_tgt=cp1)
+def credentials(removed, salt_cli, deployment, host_roots):
+    """Credentials issued for the two leavers (the orchestration's credentials step, by
+    hand): each reads its own, and only its own."""
+    cp1, cp2, worker = (deployment.fqdn(n) for n in ("k8s-cp-1", "k8s-cp-2", "k8s-worker-2"))
+    run = {"kos_orchestration": {"join_nodes": [cp2, worker]}}
+    ret = salt_cli.run("state.apply", "kubeadm.credentials", f"pillar={json.dumps(run)}",
+                       minion_tgt=cp1)
     assert ret.returncode == 0, ret
-    token_doc, key_doc = published(host_roots), published(host_roots, "join-control-plane.json")
-    assert token_doc and key_doc
-    # the mine serves the token to Kubernetes nodes and the key to control planes only
-    worker, cp2 = deployment.fqdn("k8s-worker-1"), deployment.fqdn("k8s-cp-2")
-    master = deployment.fqdn("salt")
-    token_hash = hashlib.sha256(token_doc["token"].encode()).hexdigest()
-    key_hash = hashlib.sha256(key_doc["certificate_key"].encode()).hexdigest()
-    assert mine_digest(salt_cli, worker, cp1, "kos_join", "token") == token_hash
-    assert mine_digest(salt_cli, cp2, cp1, "kos_join", "token") == token_hash
-    assert mine_digest(salt_cli, master, cp1, "kos_join", "token") == EMPTY
-    assert mine_digest(salt_cli, cp2, cp1, "kos_join_control_plane", "certificate_key") == key_hash
-    assert mine_digest(salt_cli, worker, cp1, "kos_join_control_plane", "certificate_key") == EMPTY
+    return {"cp": issued(host_roots, cp2), "worker": issued(host_roots, worker)}
 
+
+def sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_each_node_reads_its_own_credential_and_only_a_control_plane_gets_a_key(
+        credentials, salt_cli, deployment):
+    cp1, cp2, worker = (deployment.fqdn(n) for n in ("k8s-cp-1", "k8s-cp-2", "k8s-worker-2"))
+    cp_doc, worker_doc = credentials["cp"], credentials["worker"]
+    assert (worker_doc["role"], cp_doc["role"]) == ("worker", "control_plane")
+    assert "certificate_key" not in worker_doc and cp_doc["certificate_key"]
+    assert worker_doc["token"] != cp_doc["token"]
+    assert mine_digest(salt_cli, worker, cp1, f"kos_join_{worker}", "token") == \
+        sha(worker_doc["token"])
+    assert mine_digest(salt_cli, cp2, cp1, f"kos_join_{cp2}", "certificate_key") == \
+        sha(cp_doc["certificate_key"])
+    # nobody reads another node's credential: not a worker, not the master, not a control plane
+    for reader in (worker, deployment.fqdn("k8s-worker-1"), deployment.fqdn("salt")):
+        assert mine_digest(salt_cli, reader, cp1, f"kos_join_{cp2}", "certificate_key") == EMPTY
+    assert mine_digest(salt_cli, cp2, cp1, f"kos_join_{worker}", "token") == EMPTY
+
+
+def test_a_workers_credential_cannot_join_a_control_plane(credentials, netlab, host_roots):
+    """The worker's own token and CA hash, while valid, on a spare host: kubeadm needs the
+    control-plane certificates, which only a control plane's credential unlocks."""
+    doc = credentials["worker"]
+    endpoint = f"{netlab.hosts['k8s-cp-1'].address}:6443"
+    res = standin(netlab, host_roots, "k8s-worker-2", "join", endpoint, "--token", doc["token"],
+                  "--discovery-token-ca-cert-hash", doc["ca_cert_hash"], "--control-plane")
+    assert res.returncode != 0, res.stdout
+    assert "One or more conditions for hosting a new control plane instance is not " \
+           "satisfied" in res.stderr, res.stderr
+    assert not (root_of(host_roots, "k8s-worker-2") / "etc/kubernetes/pki/ca.key").exists()
+
+
+@pytest.fixture(scope="module")
+def sabotaged(credentials, salt_cli, deployment, host_roots, netlab):
+    """The issued credentials made worthless behind the mine's back: the certificate key's
+    Secret deleted, the worker's token deleted. A join with them fails."""
+    cp1, cp2 = deployment.fqdn("k8s-cp-1"), deployment.fqdn("k8s-cp-2")
+    key_doc, token_doc = credentials["cp"], credentials["worker"]
     res = standin(netlab, host_roots, "k8s-cp-1", "token", "delete", key_doc["owner_token_id"])
     assert res.returncode == 0, res.stderr
-    # cp2 with the published key: the Secret is gone
     tried_cp = salt_cli.run("state.single", "kubeadm.joined", f"name={cp1}",
                             "api_server_endpoint=127.0.0.1:7443", "role=control_plane",
                             "node_name=k8s-cp-2", "discovery_timeout=3", minion_tgt=cp2)
-
-    dead = standin(netlab, host_roots, "k8s-cp-1", "token", "create", "--ttl", "1s",
-                   "--description", "kos: node join").stdout.strip()
-    assert TOKEN_RE.fullmatch(dead)
     assert standin(netlab, host_roots, "k8s-cp-1", "token", "delete",
                    token_doc["token_id"]).returncode == 0
-    path = root_of(host_roots, "k8s-cp-1") / "etc/kos/join.json"
-    path.write_text(json.dumps(dict(token_doc, token=dead, token_id=dead.split(".")[0])))
-    assert salt_cli.run("mine.update", minion_tgt=cp1).returncode == 0
-    time.sleep(1.5)
     tried_worker = salt_cli.run("state.single", "kubeadm.joined", f"name={cp1}",
                                 "api_server_endpoint=127.0.0.1:7443", "node_name=k8s-worker-2",
                                 "discovery_timeout=3", minion_tgt=deployment.fqdn("k8s-worker-2"))
-    return {"token": token_doc, "key": key_doc, "dead": dead, "tried_cp": tried_cp,
-            "tried_worker": tried_worker}
+    return {"tried_cp": tried_cp, "tried_worker": tried_worker}
 
 
 def _state(ret):
@@ -303,26 +322,35 @@ def test_worthless_credentials_really_fail_a_join(sabotaged):
     assert "could not find a JWS signature" in worker["comment"], worker
 
 
-def test_expired_token_and_stale_key_are_replaced_and_the_joins_succeed(
-        sabotaged, salt_run, salt_cli, deployment, host_roots):
+def test_stale_credentials_are_issued_again_and_the_joins_succeed(
+        sabotaged, credentials, salt_run, salt_cli, deployment, host_roots, netlab):
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0, json.dumps(steps, default=str)[:8000]
-    cp1 = deployment.fqdn("k8s-cp-1")
-    # the first control plane's own highstate renewed both, before any join wave
-    first = minion_states(by_id(steps)["kos-orch-deploy-first-control-plane"])[cp1]
-    token = first["kubeadm-credentials-kubeadm-token_present"]
-    key = first["kubeadm-credentials-kubeadm-certificate_key_present"]
-    assert "gone from the cluster" in token["comment"] and token["changes"], token
-    assert "kubeadm-certs Secret is gone" in key["comment"] and key["changes"], key
-    assert sabotaged["key"]["certificate_key"] not in json.dumps(key)
+    steps = by_id(steps)
+    cp1, cp2, worker = (deployment.fqdn(n) for n in ("k8s-cp-1", "k8s-cp-2", "k8s-worker-2"))
+    issued_cp = minion_states(steps[f"kos-orch-deploy-credentials-{cp2}"])[cp1]
+    issued_worker = minion_states(steps["kos-orch-deploy-credentials-workers"])[cp1]
+    cp_state = issued_cp[f"kubeadm-credentials-kubeadm-join_credential_present-{cp2}"]
+    worker_state = issued_worker[f"kubeadm-credentials-kubeadm-join_credential_present-{worker}"]
+    assert "kubeadm-certs Secret is gone" in cp_state["comment"] and cp_state["changes"]
+    assert "token is gone from the cluster" in worker_state["comment"]
+    assert credentials["cp"]["certificate_key"] not in json.dumps(cp_state)
+    assert highstated(steps) == {f"kos-orch-deploy-control-plane-{cp2}": {cp2},
+                                 "kos-orch-deploy-wave": {worker}}
     assert set(nodes_seen_from(salt_cli, deployment)) == set(K8S)
     for name in ("k8s-cp-2", "k8s-worker-2"):
         assert (root_of(host_roots, name) / "etc/kubernetes/kubelet.conf").exists()
     assert daemon_pid(root_of(host_roots, "k8s-cp-2"), *APISERVER)
+    # used once: the credentials the joins used are gone, and join nothing any more
+    tokens = salt_cli.run("kubeadm.token_list", minion_tgt=cp1).data
+    assert [t for t in tokens if t["description"].startswith("kos: node join")] == []
+    assert [t for t in tokens if t["description"].startswith("Proxy for managing TTL")] == []
+    assert issued(host_roots, cp2) is None and issued(host_roots, worker) is None
 
 
-def test_no_log_carries_a_join_credential(sabotaged, minions, salt_master):
-    secrets = [sabotaged["token"]["token"], sabotaged["dead"], sabotaged["key"]["certificate_key"]]
+def test_no_log_carries_a_join_credential(credentials, sabotaged, minions, salt_master):
+    secrets = [credentials["worker"]["token"], credentials["cp"]["token"],
+               credentials["cp"]["certificate_key"]]
     logs = [Path(f.config["log_file"]) for f in minions.values()]
     logs.append(Path(salt_master.config["log_file"]))
     for log in logs:

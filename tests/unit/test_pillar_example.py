@@ -13,7 +13,8 @@ EXAMPLE = yaml.safe_load(EXAMPLE_TEXT)
 # Documented in comments only: never set in a repository file, or set by Salt or kos itself.
 COMMENTED = {"kubeadm:ccm:credentials": "# credentials:", "mine_functions": "and mine_functions",
              "microk8s:addons": "{enabled: bool, args: [...]}", "_errors": None,
-             "schedule": "schedule (", "beacons": "beacons,", "master": "master (pillar_opts)"}
+             "schedule": "schedule (", "beacons": "beacons,", "master": "master (pillar_opts)",
+             "kos_orchestration": "orch.deploy passes kos_orchestration"}
 ANY = object()
 
 

@@ -5,7 +5,7 @@ and the join information a control-plane node publishes through the mine.
 
 import json
 import logging
-import os
+import time
 
 import salt.utils.files
 import salt.utils.yaml
@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 __virtualname__ = "kos"
 
 DEFAULT_STATE_DIR = "/etc/kos"
+# What this node's last converge was made of (see record_converged).
+CONVERGED_RECORD = "converged.json"
 
 
 def __virtual__():
@@ -107,28 +109,173 @@ def state_dir():
     return __salt__["config.get"]("kos:state_dir", DEFAULT_STATE_DIR)
 
 
-def join_info(control_plane=False):
+def join_info(node):
     """
-    Return the join information this node published (mine function ``kos_join``,
-    readable only by Kubernetes nodes): for microk8s the connection string and its
-    expiry, for kubeadm the bootstrap token, CA hash and expiry. With
-    ``control_plane`` (mine function ``kos_join_control_plane``, readable only by
-    control-plane nodes) the kubeadm certificate key, which decrypts the cluster's
-    CA keys. Empty when nothing is published.
+    Return the join credential the first control plane issued for ``node`` (the mine
+    publishes it under ``kos_join_<node>``, readable by that minion only): the node it is
+    for, its role, and for microk8s the connection string, for kubeadm the bootstrap token
+    and CA hash (and, for a control plane only, the certificate key), with the expiry.
+    Empty when nothing is issued for ``node``.
+
+    node
+        The minion id of the joining node.
 
     CLI Example:
 
     .. code-block:: bash
 
-        salt 'k8s-cp-1*' kos.join_info
+        salt 'k8s-cp-1*' kos.join_info k8s-worker-1.example.com
     """
-    name = "join-control-plane.json" if control_plane else "join.json"
-    path = os.path.join(state_dir(), name)
+    path = __utils__["kos_state.credential_file"](__salt__, node)
     try:
         with salt.utils.files.fopen(path) as fh:
             return json.load(fh)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        log.warning("kos: unreadable join file %s: %s", path, exc)
+        log.warning("kos: unreadable join credential %s: %s", path, exc)
         return {}
+
+
+# --- what a converge of this node needs -------------------------------------------------------
+
+
+def _inputs(pillar, tree=None):
+    """What this node's highstate is made of (``_utils/kos_inputs.py``)."""
+    plain = __utils__["kos_schema.plain"](pillar)
+    return __utils__["kos_inputs.inputs"](plain, __opts__["id"], tree)
+
+
+def _kubernetes(pillar):
+    """This node's place in the cluster: role, and whether it is initialised or joined
+    (None: could not tell). None for a host that is no Kubernetes node."""
+    kos = pillar.get("kos") or {}
+    me = __opts__["id"]
+    node = (kos.get("nodes") or {}).get(me)
+    if not node:
+        return None
+    distribution = (kos.get("distribution")
+                    or (pillar.get("kubernetes") or {}).get("distribution") or "microk8s")
+    first = kos.get("first_control_plane") == me
+    role = node.get("role")
+    ret = {"role": role, "first": first, "initialised": False, "joined": False}
+    try:
+        if distribution == "microk8s" and "microk8s.status" in __salt__:
+            st = __salt__["microk8s.status"]()
+            ret["initialised"] = bool(st["running"] or st["worker"])
+            ret["joined"] = ret["initialised"] and (first or __salt__["microk8s.is_clustered"]())
+        elif distribution == "kubeadm" and "kubeadm.init_status" in __salt__:
+            kubeadm = pillar.get("kubeadm") or {}
+            kube_dir = kubeadm.get("kube_dir")
+            if first:
+                done = __salt__["kubeadm.init_status"](kube_dir)["initialized"]
+                ret["initialised"] = ret["joined"] = bool(done)
+            else:
+                external = ((kubeadm.get("etcd") or {}).get("external") or {}).get("endpoints")
+                # the node name kubeadm/map.jinja gives this host
+                st = __salt__["kubeadm.join_status"](
+                    me.split(".")[0].lower(), control_plane=role == "control_plane",
+                    stacked_etcd=not external, kube_dir=kube_dir)
+                ret["joined"] = bool(st["joined"])
+    except (CommandExecutionError, KeyError, TypeError) as exc:
+        ret.update(initialised=None, joined=None, error=str(exc))
+    return ret
+
+
+def kubernetes_state():
+    """
+    This node's place in the cluster: ``{"role", "first", "initialised", "joined"}``
+    (None for a host that is no Kubernetes node). The first control plane publishes it
+    in the mine (``kos_kubernetes``): the master's reactor converges a node that starts
+    only once the cluster it would join is up.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.kubernetes_state
+    """
+    pillar = __pillar__.value() if hasattr(__pillar__, "value") else dict(__pillar__)
+    return _kubernetes(pillar)
+
+
+def _record_path():
+    return __utils__["kos_state.state_file"](__salt__, CONVERGED_RECORD)
+
+
+def converge_need(tree=None):
+    """
+    What a converge of this node needs, judged on a freshly compiled pillar against the
+    record of its last converge (``record_converged``):
+
+    ``highstate``
+        Why this node needs its highstate: never converged, not joined, the state tree or
+        named pillar sections changed. Empty when nothing it is made of changed.
+
+    ``learn``
+        True when the deployment's members changed since: /etc/hosts must learn them.
+
+    ``kubernetes``
+        For a Kubernetes node: its role, whether it is the first control plane, and
+        whether it is initialised / joined (None when that could not be told).
+
+    tree
+        Digest of the state tree the orchestration serves now.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.converge_need tree=<digest>
+    """
+    # compiled now (the pillar files may have changed since this minion's refresh), unmasked:
+    # a digest of masked values would miss a changed secret
+    pillar = __salt__["pillar.items"](unmask=True)
+    now = _inputs(pillar, tree)
+    record = __utils__["kos_state.read_json"](_record_path()) or {}
+    kubernetes = _kubernetes(pillar)
+    reasons = []
+    if pillar.get("_errors"):
+        reasons.append("its pillar does not render")
+    if not record.get("pillar"):
+        reasons.append("never converged by kos")
+    else:
+        if tree is not None and record.get("tree") != tree:
+            reasons.append("the state tree changed")
+        changed = __utils__["kos_inputs.changed"](record, now)
+        if changed:
+            reasons.append("pillar changed: " + ", ".join(changed))
+    if kubernetes and not kubernetes["joined"]:
+        reasons.append("not initialised" if kubernetes["first"] else "not joined")
+    return {
+        "highstate": reasons,
+        "learn": record.get("members") != now["members"],
+        "kubernetes": kubernetes,
+    }
+
+
+def record_converged(tree=None, members_only=False):
+    """
+    Note what this node's converge was made of (``<kos:state_dir>/converged.json``, root
+    only), after its highstate succeeded: ``converge_need`` compares the next run's inputs
+    with it. With ``members_only`` (after /etc/hosts learned new members) only the members
+    are noted.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.record_converged tree=<digest>
+    """
+    pillar = __pillar__.value() if hasattr(__pillar__, "value") else dict(__pillar__)
+    now = _inputs(pillar, tree)
+    path = _record_path()
+    if members_only:
+        record = __utils__["kos_state.read_json"](path) or {}
+        if not record.get("pillar"):
+            return False
+        record["members"] = now["members"]
+    else:
+        record = dict(now, at=int(time.time()))
+    __utils__["kos_state.write_json"](path, record)
+    return True

@@ -25,3 +25,34 @@ def pillar_valid(name):
         ret["result"] = False
         ret["comment"] = str(exc)
     return ret
+
+
+def converged(name, members_only=False):
+    """
+    Note what this highstate was made of (``kos.record_converged``), so the next
+    orchestration leaves this node alone while none of it changes: the state tree digest
+    ``name`` the orchestration passed, this node's pillar and the deployment's members.
+    Run last (``order: last``); notes nothing when any state of this run failed, so a
+    node that did not converge is converged again next time, and nothing in test mode.
+
+    members_only
+        Only /etc/hosts learned the deployment's members: note just those.
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    failed = sorted(tag for tag, res in __running__.items()
+                    if isinstance(res, dict) and res.get("result") is False)
+    if failed:
+        ret["comment"] = f"not noted: {len(failed)} state(s) of this run failed"
+        return ret
+    if __opts__["test"]:
+        ret["comment"] = "a run that changes something notes what it was made of"
+        return ret
+    try:
+        noted = __salt__["kos.record_converged"](tree=name, members_only=members_only)
+    except (OSError, CommandExecutionError) as exc:
+        ret["result"] = False
+        ret["comment"] = f"cannot note this converge: {exc}"
+        return ret
+    ret["comment"] = ("noted what this converge was made of" if noted
+                      else "nothing noted: this node was never converged whole")
+    return ret

@@ -277,8 +277,10 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
                      choice("role", DERIVED_ROLES, title="role")),
     "state_dir": path("Where a node keeps kos state (join.json, 0600)."),
     "orchestration": section("orch.deploy settings.", {
-        "batch": nullable(either(integer("Workers per batch.", 1, 10000),
-                                 text("Share of the workers per batch.", "percent"))),
+        "batch": nullable(either(integer("Minions per batch of a wave.", 1, 10000),
+                                 text("Share of a wave's minions per batch.", "percent"))),
+        "timeout": seconds("How long a wave's command waits for quiet minions before asking "
+                           "whether their job still runs", 5, DAY),
     }),
 })
 
@@ -360,8 +362,12 @@ SALT_MASTER = section("The salt master's configuration.", {
     "file_roots": listing("State tree roots.", path("root")),
     "pillar_roots": listing("Pillar roots.", path("root")),
     "auto_accept": flag("Accept minion keys automatically (kos converge accepts them otherwise)."),
-    "worker_threads": integer("Worker threads.", 1, 256),
-    "timeout": seconds("CLI timeout", 1, 3600),
+    "worker_threads": nullable(integer("Worker processes; null: 4 per core, at least 5.", 1,
+                                       256)),
+    "timeout": seconds("How long a command waits for quiet minions", 1, 3600),
+    "gather_job_timeout": seconds("How long the master waits for a minion to say whether its "
+                                  "job still runs", 1, 3600),
+    "reactor": flag("Converge a minion kos expects when it starts (salt/minion/<id>/start)."),
 })
 
 ADDON = either(flag("Enabled or disabled."), section("An addon with arguments.", {
@@ -493,6 +499,13 @@ PILLAR = s.DictItem(
         "salt_master": SALT_MASTER,
         "microk8s": MICROK8S,
         "kubeadm": KUBEADM,
+        "kos_orchestration": section(
+            "What orch.deploy passes to one run (inline pillar); never in a pillar file.", {
+                "tree": text("Digest of the state tree the run converges with."),
+                "learn": flag("The run only teaches /etc/hosts the deployment's members."),
+                "join_nodes": listing("Minion ids a credentials or revoke run is for.",
+                                      text("minion id", "minion-id")),
+            }),
         # Salt's own pillar keys: a minion's pillar refresh always sets schedule, and
         # pillar_opts adds master.
         "mine_functions": s.DictItem(description="Salt mine functions (kos/derived.sls).",

@@ -1,10 +1,27 @@
-{#- salt-run state.orchestrate orch.deploy [pillar='{"exclude": [<minion id>, ...], "limit": [<minion id>, ...]}']
-    Order: every targeted minion answers, then salt master, bastion, first control plane
-    (init, join credentials in the mine), further control planes one at a time
-    (concurrent joins race), then all workers.
-    exclude: these minions take part in no step.
-    limit: only these minions are converged, plus what they need from the first control
-    plane (its join credentials) when it is not among them. #}
+{#- salt-run state.orchestrate orch.deploy [pillar='{"exclude": [...], "limit": [...], "force": true}']
+
+    Waves from need. Every targeted minion says what its converge needs
+    (kos.converge_need: never converged, not joined, state tree or pillar sections changed
+    since its last converge, new members for /etc/hosts); then:
+      1. the first control plane alone, only while it is not initialised;
+      2. each control plane that still has to join, one at a time (concurrent joins race),
+         with a join credential issued for it alone and revoked once it joined;
+      3. one parallel wave (batches of kos:orchestration:batch, by default 5 per core of
+         the master) of everything else that needs a highstate: workers that join (each
+         with its own credential, revoked when the wave ends), joined nodes whose inputs
+         changed, the bastion, the master;
+      4. the minions that need no highstate but must learn new members: /etc/hosts only.
+    A pillar change on a converged cluster is one parallel highstate; a converged
+    cluster with nothing changed runs none. Before anything changes, every minion taking
+    part answers, syncs, refreshes and validates its pillar.
+
+    exclude: these minions take part in nothing.
+    limit:   only these minions are converged, plus what they need from the first control
+             plane (their join credentials).
+    force:   every targeted minion gets its highstate, whatever changed.
+    started: a minion id, set by the master's reactor (salt://reactor/start.sls): converge
+             that minion if this deployment expects it and its cluster is up, teach the
+             others its address; anything else is logged and does nothing. #}
 {#- The master's own pillar, compiled fresh for this run (the orchestrator's id is
     <master>_master: it gets the Terraform layer, which carries the distribution, and no
     environment layer). No minion's cached pillar is read. #}
@@ -17,8 +34,14 @@
 {%- set all_control_planes = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | reject('equalto', first) | list %}
 {%- set all_workers = nodes | dictsort | selectattr('1.role', 'equalto', 'worker') | map(attribute='0') | list %}
 {%- set known = ([master_id, bastion_id, first] + all_control_planes + all_workers) | select | list %}
+{%- set settings = kos.get('orchestration') or {} %}
+{%- set wave_timeout = settings.get('timeout') or 120 %}
+{#- A wave never asks more of the master than it can serve: batches sized by its cores. #}
+{%- set batch = settings.get('batch') or ([5, grains.get('num_cpus', 1) * 5] | max) %}
 {%- set exclude = salt['pillar.get']('exclude', []) %}
 {%- set limit = salt['pillar.get']('limit', []) %}
+{%- set force = salt['pillar.get']('force', False) %}
+{%- set started = salt['pillar.get']('started', None) %}
 {%- set problems = [] %}
 {%- for key, value in [('exclude', exclude), ('limit', limit)] %}
 {%- if value is string or value is not sequence or value is mapping %}
@@ -29,30 +52,102 @@
 {%- endfor %}
 {%- endif %}
 {%- endfor %}
+{%- if force is not sameas true and force is not sameas false %}
+{%- do problems.append("pillar key 'force' must be true or false, got " ~ force | tojson) %}
+{%- endif %}
+{%- if started is not none and (started is not string or limit) %}
+{%- do problems.append("pillar key 'started' (set by the reactor) must be one minion id, without limit, got " ~ started | tojson) %}
+{%- endif %}
 {%- if problems %}
 
 kos-orch-deploy-options:
   test.fail_without_changes:
     - name: {{ problems | join('; ') | tojson }}
-{%- else %}
-{%- set selected = known | select('in', limit) | list if limit else known %}
-{%- set targets = selected | reject('in', exclude) | list %}
-{%- set control_planes = all_control_planes | select('in', targets) | list %}
-{%- set workers = all_workers | select('in', targets) | list %}
-{%- set first_in = first in targets %}
-{#- Joining nodes need the first control plane's credentials even when it is not converged. #}
-{%- set credentials_from_first = first and first not in exclude and (control_planes or workers) %}
-{%- set everyone = targets + ([first] if credentials_from_first and not first_in else []) %}
-{%- set batch = salt['pillar.get']('kos:orchestration:batch', None) %}
-{#- kubeadm: fresh join credentials from the first control plane before every wave,
-    revoked after the last one. #}
-{%- set kubeadm = distribution == 'kubeadm' and (first_in or credentials_from_first) %}
-{%- if not everyone %}
+{%- elif started and (started not in known or started in exclude) %}
+{%- do salt['log.warning']('kos orch.deploy: minion ' ~ started ~ ' started, but this deployment does not expect it: nothing done') %}
 
-kos-orch-deploy-nothing:
+kos-orch-deploy-unexpected:
   test.succeed_without_changes:
-    - name: every minion is excluded
+    - name: {{ ('minion ' ~ started ~ ' is not a minion of this deployment: nothing done') | tojson }}
 {%- else %}
+{%- set selected = known | select('in', [started] if started else limit) | list if (started or limit) else known %}
+{%- set targets = selected | reject('in', exclude) | list %}
+{#- The reactor's new minion is news to every other minion: their /etc/hosts learn it. #}
+{%- set others = known | reject('in', exclude) | reject('in', targets) | list if started else [] %}
+{%- set asked = (targets + others + ([first] if first and first not in exclude else [])) | unique | list %}
+{#- What the minions converge with now: the state tree this master serves. #}
+{%- set files = [] %}
+{%- for root in opts.get('file_roots', {}).get(saltenv or 'base', []) %}
+{%- do files.extend(salt['file.find'](root, type='f', print='path,md5', regex='^(?!.*\\.pyc$)')) %}
+{%- endfor %}
+{%- set tree = files | sort | tojson | sha256 %}
+{%- set answers = salt['saltutil.cmd'](asked, 'kos.converge_need', arg=[tree], tgt_type='list', timeout=30) if asked else {} %}
+{%- set need = {} %}
+{%- set joined = {} %}
+{%- for minion in asked %}
+{%- set answer = (answers.get(minion) or {}).get('ret') %}
+{%- set answer = answer if answer is mapping else none %}
+{%- set k8s = (answer or {}).get('kubernetes') %}
+{%- do need.update({minion: answer}) %}
+{%- do joined.update({minion: k8s is mapping and k8s.get('joined') is sameas true}) %}
+{%- endfor %}
+{%- set first_up = first and joined.get(first, False) %}
+{%- if started and not first_up %}
+{%- do salt['log.info']('kos orch.deploy: minion ' ~ started ~ ' started before its cluster is up: nothing done (the first converge is kos converge' ~ "'s)") %}
+
+kos-orch-deploy-not-yet:
+  test.succeed_without_changes:
+    - name: {{ ('minion ' ~ started ~ ' started before its cluster is up: nothing done') | tojson }}
+{%- else %}
+{#- Why each target needs its highstate (none: it needs none). #}
+{%- set why = {} %}
+{%- for minion in targets %}
+{%- set answer = need.get(minion) %}
+{%- if force %}
+{%- do why.update({minion: ['forced']}) %}
+{%- elif answer is none %}
+{%- do why.update({minion: ['it did not say what it needs (kos.converge_need)']}) %}
+{%- elif answer.get('highstate') %}
+{%- do why.update({minion: answer.highstate}) %}
+{%- endif %}
+{%- endfor %}
+{%- set is_joined = joined | dictsort | selectattr('1') | map(attribute='0') | list %}
+{%- set joining_cps = all_control_planes | select('in', targets) | reject('in', is_joined) | list %}
+{%- set joining_workers = all_workers | select('in', targets) | reject('in', is_joined) | list %}
+{%- set joining = joining_cps + joining_workers %}
+{%- set credentials = first and first not in exclude and joining %}
+{#- The first control plane alone: while it is not initialised, and before joins when it
+    changes (new SANs or addons must not move under a joining node). #}
+{%- set first_alone = first in targets and (not first_up or (first in why and joining)) %}
+{%- set wave = targets | select('in', why) | reject('equalto', first if first_alone else none) | reject('in', joining_cps) | list %}
+{%- set highstated = wave + joining_cps + ([first] if first_alone else []) %}
+{%- set learning = need | dictsort | selectattr('1') | selectattr('1.learn') | map(attribute='0') | list %}
+{%- set learners = (targets + others + ([first] if credentials else [])) | unique | reject('in', highstated) | select('in', learning) | list %}
+{%- set prepared = (highstated + ([first] if credentials else [])) | unique | list %}
+{%- set everyone = (prepared + learners) | unique | list %}
+{%- set run = {'tree': tree} %}
+{%- set reasons = [] %}
+{%- for minion in highstated | sort %}
+{%- do reasons.append(minion ~ ' (' ~ (why.get(minion) or ['not initialised']) | join('; ') ~ ')') %}
+{%- endfor %}
+{%- set summary = 'highstate: ' ~ reasons | join(', ') if reasons else 'no highstate' %}
+{%- if learners %}
+{%- set summary = summary ~ '; /etc/hosts learns new members: ' ~ learners | sort | join(', ') %}
+{%- endif %}
+{%- do salt['log.info']('kos orch.deploy: ' ~ summary) %}
+{%- if first and first in exclude and joining %}
+
+kos-orch-deploy-options:
+  test.fail_without_changes:
+{%- set problem = 'the first control plane ' ~ first ~ ' is excluded, but ' ~ joining | join(', ') %}
+    - name: {{ (problem ~ ' must join with a credential it issues: do not exclude it') | tojson }}
+{%- else %}
+
+# What this run converges and why (the name says it).
+kos-orch-deploy-plan:
+  test.succeed_without_changes:
+    - name: {{ summary | tojson }}
+{%- if everyone %}
 
 # Nothing changes unless every minion a step targets answers; the comment names the silent.
 kos-orch-deploy-ping:
@@ -62,12 +157,17 @@ kos-orch-deploy-ping:
     - tgt_type: list
     - expect_minions: True
     - timeout: 30
+    - require:
+      - test: kos-orch-deploy-plan
+{%- set last = ['kos-orch-deploy-ping'] %}
+{%- if prepared %}
 
 kos-orch-deploy-sync:
   salt.function:
     - name: saltutil.sync_all
-    - tgt: {{ everyone | join(',') }}
+    - tgt: {{ prepared | join(',') }}
     - tgt_type: list
+    - timeout: {{ wave_timeout }}
     - kwarg:
         refresh: True
     - require:
@@ -76,8 +176,9 @@ kos-orch-deploy-sync:
 kos-orch-deploy-refresh-pillar:
   salt.function:
     - name: saltutil.refresh_pillar
-    - tgt: {{ everyone | join(',') }}
+    - tgt: {{ prepared | join(',') }}
     - tgt_type: list
+    - timeout: {{ wave_timeout }}
     - kwarg:
         wait: True
     - require:
@@ -87,93 +188,158 @@ kos-orch-deploy-refresh-pillar:
 kos-orch-deploy-validate:
   salt.function:
     - name: kos.validate_pillar
-    - tgt: {{ everyone | join(',') }}
+    - tgt: {{ prepared | join(',') }}
     - tgt_type: list
+    - timeout: {{ wave_timeout }}
     - require:
       - salt: kos-orch-deploy-refresh-pillar
 
-# Every node's private IP in the mine before any /etc/hosts is written.
+# Every converging node's private IP in the mine before any /etc/hosts is written.
 kos-orch-deploy-mine:
   salt.function:
     - name: mine.update
-    - tgt: {{ everyone | join(',') }}
+    - tgt: {{ prepared | join(',') }}
     - tgt_type: list
+    - timeout: {{ wave_timeout }}
     - require:
       - salt: kos-orch-deploy-validate
-{%- set last = ['kos-orch-deploy-mine'] %}
-{%- for step, target in [('salt-master', master_id), ('bastion', bastion_id), ('first-control-plane', first)] if target in targets %}
+{%- do last.append('kos-orch-deploy-mine') %}
+{%- endif %}
+{%- if first_alone %}
 
-kos-orch-deploy-{{ step }}:
+kos-orch-deploy-first-control-plane:
   salt.state:
-    - tgt: {{ target }}
+    - tgt: {{ first }}
     - highstate: True
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration: {{ run | tojson }}
     - require:
       - salt: {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-' ~ step) %}
-{%- endfor %}
-{%- if credentials_from_first and not first_in and not kubeadm %}
+{%- do last.append('kos-orch-deploy-first-control-plane') %}
+{%- endif %}
+{%- if learners %}
 
-kos-orch-deploy-first-control-plane-credentials:
+# New members, nothing else: /etc/hosts learns them, no highstate. Before any join: the
+# first control plane refuses a node whose name it cannot resolve (CLI reference A.7.3).
+kos-orch-deploy-learn:
+  salt.state:
+    - tgt: {{ learners | join(',') }}
+    - tgt_type: list
+    - sls:
+      - core.hosts
+      - kos.converged
+    - queue: True
+    - batch: {{ batch | tojson }}
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration: {{ {'tree': tree, 'learn': True} | tojson }}
+    - require:
+      - salt: {{ last[-1] }}
+{%- do last.append('kos-orch-deploy-learn') %}
+{%- endif %}
+{%- for cp in joining_cps %}
+
+kos-orch-deploy-credentials-{{ cp }}:
   salt.state:
     - tgt: {{ first }}
     - sls: {{ distribution }}.credentials
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration:
+          join_nodes: [{{ cp | tojson }}]
     - require:
       - salt: {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-first-control-plane-credentials') %}
-{%- endif %}
-{%- for cp in control_planes %}
-{%- if kubeadm %}
-
-kos-orch-deploy-kubeadm-credentials-{{ cp }}:
-  salt.state:
-    - tgt: {{ first }}
-    - sls: kubeadm.credentials
-    - require:
-      - salt: {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-kubeadm-credentials-' ~ cp) %}
-{%- endif %}
 
 kos-orch-deploy-control-plane-{{ cp }}:
   salt.state:
     - tgt: {{ cp }}
     - highstate: True
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration: {{ run | tojson }}
     - require:
-      - salt: {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-control-plane-' ~ cp) %}
-{%- endfor %}
-{%- if workers and kubeadm %}
+      - salt: kos-orch-deploy-credentials-{{ cp }}
 
-kos-orch-deploy-kubeadm-credentials-workers:
+# Used once: gone as soon as the control plane joined.
+kos-orch-deploy-revoke-{{ cp }}:
   salt.state:
     - tgt: {{ first }}
-    - sls: kubeadm.credentials
+    - sls: {{ distribution }}.revoke
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration:
+          join_nodes: [{{ cp | tojson }}]
+    - require:
+      - salt: kos-orch-deploy-control-plane-{{ cp }}
+{%- do last.append('kos-orch-deploy-revoke-' ~ cp) %}
+{%- endfor %}
+{%- if joining_workers %}
+
+kos-orch-deploy-credentials-workers:
+  salt.state:
+    - tgt: {{ first }}
+    - sls: {{ distribution }}.credentials
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration:
+          join_nodes: {{ joining_workers | tojson }}
     - require:
       - salt: {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-kubeadm-credentials-workers') %}
+{%- do last.append('kos-orch-deploy-credentials-workers') %}
 {%- endif %}
-{%- if workers %}
+{%- if wave %}
 
-kos-orch-deploy-workers:
+# One parallel wave, in batches the master can serve; a slow master makes it wait
+# (salt_master:gather_job_timeout), never fail.
+kos-orch-deploy-wave:
   salt.state:
-    - tgt: {{ workers | join(',') }}
+    - tgt: {{ wave | join(',') }}
     - tgt_type: list
     - highstate: True
-{%- if batch %}
-    - batch: {{ batch }}
-{%- endif %}
+    - queue: True
+    - batch: {{ batch | tojson }}
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration: {{ run | tojson }}
     - require:
       - salt: {{ last[-1] }}
 {%- endif %}
-{%- if kubeadm %}
+{%- if credentials %}
 
-# Also after a failed wave: no join credential outlives the deploy.
-kos-orch-deploy-kubeadm-revoke:
+# Used once: whatever this run issued is gone when it ends, whether the wave succeeded or
+# not (the control planes' went already, unless their join failed).
+kos-orch-deploy-revoke:
   salt.state:
     - tgt: {{ first }}
-    - sls: kubeadm.revoke
+    - sls: {{ distribution }}.revoke
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - pillar:
+        kos_orchestration:
+          join_nodes: {{ joining | tojson }}
     - order: last
     - require:
-      - salt: kos-orch-deploy-mine
+      - salt: kos-orch-deploy-ping
+{%- endif %}
+{%- if first_alone %}
+
+# The cluster says it is up (mine kos_kubernetes): from now on the master's reactor
+# converges a minion of this deployment that starts.
+kos-orch-deploy-cluster-up:
+  salt.function:
+    - name: mine.update
+    - tgt: {{ first }}
+    - order: last
+    - require:
+      - salt: kos-orch-deploy-first-control-plane
+{%- endif %}
+{%- endif %}
 {%- endif %}
 {%- endif %}
 {%- endif %}

@@ -1,0 +1,157 @@
+"""Unit tests of what a converge of a node needs (kos.converge_need, kos.record_converged,
+the kos.converged state) and of the join credential a node reads (kos.join_info)."""
+
+import copy
+import json
+from unittest.mock import create_autospec
+
+import pytest
+import salt.modules.config
+import salt.modules.pillar
+
+from tests.unit.conftest import load, utils
+
+mod = load("modules", "kos")
+state = load("states", "kos")
+microk8s = load("modules", "microk8s")
+
+ME = "k8s-worker-1.example.com"
+PILLAR = {
+    "kos": {
+        "distribution": "microk8s",
+        "domain": "example.com",
+        "first_control_plane": "k8s-cp-1.example.com",
+        "salt_master": {"id": "salt.example.com", "ip": "10.1.0.5"},
+        "nodes": {
+            "k8s-cp-1.example.com": {"role": "control_plane", "ip": "10.1.0.11"},
+            ME: {"role": "worker", "ip": "10.1.0.21"},
+            "k8s-worker-2.example.com": {"role": "worker", "ip": "10.1.0.22"},
+        },
+        "orchestration": {"batch": 10},
+    },
+    "core": {"locale": "C.UTF-8"},
+    "mine_functions": {"kos_private_ips": []},
+}
+
+
+@pytest.fixture
+def state_dir(tmp_path):
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def pillar():
+    return copy.deepcopy(PILLAR)
+
+
+@pytest.fixture
+def m(state_dir, pillar):
+    config = {"kos:state_dir": str(state_dir)}
+    mocks = {
+        "config.get": create_autospec(salt.modules.config.get,
+                                      side_effect=lambda k, d="": config.get(k, d)),
+        "pillar.items": create_autospec(salt.modules.pillar.items,
+                                        side_effect=lambda **kw: copy.deepcopy(pillar)),
+        "microk8s.status": create_autospec(microk8s.status, return_value={
+            "running": None, "worker": True, "high_availability": {"nodes": []}}),
+        "microk8s.is_clustered": create_autospec(microk8s.is_clustered, return_value=True),
+    }
+    return mocks
+
+
+@pytest.fixture
+def configure_loader_modules(m, pillar):
+    opts = {"id": ME, "test": False}
+    return {
+        mod: {"__utils__": utils(), "__salt__": m, "__opts__": opts, "__pillar__": pillar},
+        state: {"__salt__": {"kos.record_converged": mod.record_converged,
+                             "kos.validate_pillar": mod.validate_pillar},
+                "__opts__": opts},
+    }
+
+
+@pytest.fixture(autouse=True)
+def running(monkeypatch):
+    """What the state run did before (Salt hands it to state functions as __running__)."""
+    done = {}
+    monkeypatch.setattr(state, "__running__", done, raising=False)
+    return done
+
+
+def test_a_node_never_converged_needs_its_highstate(m):
+    need = mod.converge_need(tree="t1")
+    assert need["highstate"] == ["never converged by kos"]
+    assert need["kubernetes"] == {"role": "worker", "first": False, "initialised": True,
+                                  "joined": True}
+    # the pillar is compiled fresh and unmasked: a changed secret is a change
+    m["pillar.items"].assert_called_once_with(unmask=True)
+
+
+def test_a_converged_node_needs_nothing_until_its_inputs_change(pillar):
+    assert mod.record_converged(tree="t1") is True
+    assert mod.converge_need(tree="t1") == {
+        "highstate": [], "learn": False, "kubernetes": mod._kubernetes(pillar)}
+    assert mod.converge_need(tree="t2")["highstate"] == ["the state tree changed"]
+    # orch.deploy's own settings are no input of a highstate
+    pillar["kos"]["orchestration"]["batch"] = 20
+    assert mod.converge_need(tree="t1")["highstate"] == []
+    pillar["core"]["locale"] = "de_DE.UTF-8"
+    pillar["kos"]["api"] = {"floating_ip": "203.0.113.10"}
+    assert mod.converge_need(tree="t1")["highstate"] == ["pillar changed: core, kos:api"]
+
+
+def test_another_worker_is_news_for_hosts_only(pillar):
+    mod.record_converged(tree="t1")
+    pillar["kos"]["nodes"]["k8s-worker-3.example.com"] = {"role": "worker", "ip": "10.1.0.23"}
+    need = mod.converge_need(tree="t1")
+    assert need["highstate"] == [] and need["learn"] is True
+    # once /etc/hosts learned it, nothing is left
+    mod.record_converged(tree="t1", members_only=True)
+    assert mod.converge_need(tree="t1")["learn"] is False
+    # another control plane is an input of every node (kubeadm's load balancer lists them)
+    pillar["kos"]["nodes"]["k8s-cp-2.example.com"] = {"role": "control_plane", "ip": "10.1.0.12"}
+    assert mod.converge_need(tree="t1")["highstate"] == ["pillar changed: kos:nodes"]
+
+
+def test_a_node_that_left_its_cluster_needs_its_highstate(m):
+    mod.record_converged(tree="t1")
+    m["microk8s.status"].return_value = {"running": True, "worker": False,
+                                         "high_availability": {"nodes": [{}]}}
+    m["microk8s.is_clustered"].return_value = False
+    assert mod.converge_need(tree="t1")["highstate"] == ["not joined"]
+
+
+def test_a_node_without_microk8s_has_not_joined(m):
+    del m["microk8s.status"]
+    assert mod.converge_need()["kubernetes"]["joined"] is False
+
+
+def test_members_only_needs_a_whole_converge_first(state_dir):
+    assert mod.record_converged(tree="t1", members_only=True) is False
+    assert not (state_dir / mod.CONVERGED_RECORD).exists()
+
+
+@pytest.mark.parametrize("ran, noted", [
+    ({"a": {"result": True}, "b": {"result": True}}, True),
+    ({"a": {"result": True}, "b": {"result": False}}, False),
+])
+def test_the_converged_state_notes_only_a_run_that_succeeded(state_dir, running, ran, noted):
+    running.update(ran)
+    ret = state.converged("t1")
+    assert ret["result"] is True and ret["changes"] == {}
+    assert (state_dir / mod.CONVERGED_RECORD).exists() is noted, ret
+
+
+def test_the_converged_state_notes_nothing_in_test_mode(state_dir):
+    state.__opts__["test"] = True
+    assert state.converged("t1")["result"] is True
+    assert not (state_dir / mod.CONVERGED_RECORD).exists()
+
+
+def test_join_info_reads_the_nodes_own_credential(state_dir):
+    assert mod.join_info(ME) == {}
+    path = state_dir / "join" / f"{ME}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"node": ME, "role": "worker"}))
+    assert mod.join_info(ME) == {"node": ME, "role": "worker"}
+    assert mod.join_info("k8s-worker-2.example.com") == {}
