@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from . import errors, ui, workflow
+from . import plan as plan_mod
 from . import inputs as inputs_mod
 from . import terraform as terraform_mod
 from .backends import BACKENDS
@@ -222,7 +223,9 @@ def preflight(as_json, **kw):
     "sensitive variable is set), and <out>/report.json, GitLab's Terraform report.",
 )
 def plan(out_dir, plan_file, **kw):
-    """terraform plan for the inputs: the readable plan, and the plan file with --plan-file."""
+    """What a change will do: Terraform's adds, changes and destroys, and which nodes Salt
+    will converge and why (new node, changed pillar layer, ...); the plan file with
+    --plan-file."""
     dep = workflow.Deployment(_settings(**kw))
     if plan_file:
         terraform_mod.check_plan_can_be_saved(dep.inputs)
@@ -231,16 +234,28 @@ def plan(out_dir, plan_file, **kw):
     try:
         with ui.step("terraform plan"):
             changes, text = dep.backend.plan(dep.inputs, binary)
+        doc = plan_mod.show_json(plan_mod.terraform_of(dep.backend), binary)
         summary = {"cluster": dep.cluster, "changes": len(changes)}
         if plan_file:
             saved = terraform_mod.save_plan(binary, plan_file)
             summary.update(plan_file=str(plan_file), encrypted=saved["encrypted"])
     finally:
         binary.unlink(missing_ok=True)
+    with ui.step("which nodes Salt will converge, and why"):
+        diff = plan_mod.plan_report(dep, doc)
+    report_text = plan_mod.format_plan(diff["terraform"], diff["salt"], diff["salt_unknown"])
+    for line in report_text.splitlines():
+        ui.detail(line)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "plan.txt").write_text(text)
     (out_dir / "changes.json").write_text(json.dumps(changes, indent=2) + "\n")
+    (out_dir / "diff.json").write_text(json.dumps(diff, indent=2) + "\n")
+    (out_dir / "diff.txt").write_text(report_text + "\n")
     summary["plan"] = str(out_dir / "plan.txt")
+    summary["terraform"] = {k: len(v) for k, v in diff["terraform"].items()}
+    summary["salt"] = None if diff["salt"] is None else {
+        k: sorted(m for m, e in diff["salt"].items() if e["converge"] == k)
+        for k in ("highstate", "learn", "leaves")}
     if plan_file:
         report = terraform_mod.report(changes)
         (out_dir / "report.json").write_text(json.dumps(report) + "\n")
