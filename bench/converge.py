@@ -3,41 +3,59 @@
 Converge benchmark on the local rehearsal cloud (not a test: it prints figures and never
 fails on a time).
 
-For each N in --workers (default 5 10 25 50), with one control plane and microk8s:
+For each simulated join time (--join-seconds) and each N in --workers (default 5 25 50),
+with one control plane and microk8s:
 
-  converge   kos up: from "every minion connected" (keys accepted, minions answering) to
-             "all joined and highstate clean": formula/pillar push, sync, orch.deploy
-  second     kos converge again: the same orchestration, which must change nothing
+  fresh      kos up: from "every minion connected" (keys accepted, minions answering) to
+             "all joined and highstate clean": formula/pillar push, sync, the master's own
+             configuration, orch.deploy
+  no-op      kos converge again, nothing changed
+  pillar     kos converge after a change every node's pillar sees (core:motd in a copy of
+             the repository's pillar), and right after it a direct
+             ``salt '*' state.highstate`` on the same cluster (the ratio is the target)
   add one    kos up with one more worker: from its minion connected to joined and clean
   batch-1    the baseline: the same N-node cluster, fresh, converged one minion at a time
              the way the field's Salt deployments do it (mine.update, then
              ``salt -b 1 '*' state.highstate`` repeated until every minion is clean)
 
-Every join (and kubeadm init) takes a fixed simulated duration (--join-seconds), stated
-in the output. Peak memory is the machine's (MemTotal - MemAvailable) sampled every
-0.5 s over the whole run. Writes a table to stdout and JSON to --json.
+For every step: its seconds, how many highstates it ran (from the master's job cache:
+state.highstate jobs since the step began, one per minion they targeted), and the
+CPU-seconds the hosts spent (each host's processes, read from /proc in its PID namespace:
+utime+stime+cutime+cstime of the processes alive, so what ended was counted by whoever
+reaped it): on the master, per node on average, and in total. Peak memory is the
+machine's (MemTotal - MemAvailable), sampled every 0.5 s.
 
-Needs root, like the local cloud. Run: .venv/bin/python bench/converge.py --workers 5 10
+A size that fails is recorded with its error, its cluster torn down by name (kos down),
+and the next size runs. JSON goes to bench/results/ after every size; the table (also as
+Markdown, for the README) at the end.
+
+Needs root, like the local cloud. Run: .venv/bin/python bench/converge.py --workers 5 25
 """
 
 import argparse
+import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
 from kos import workflow  # noqa: E402
+from kos.local.hosts import _container_init, nspawns  # noqa: E402
 from kos.salt import failed_states  # noqa: E402
 
 CLUSTER = "kosbench"
-CONVERGE_STEPS = ("salt-trees", "salt-pillar", "salt-sync", "orchestrate")
+CONVERGE_STEPS = ("salt-trees", "salt-pillar", "salt-sync", "salt-master-config", "orchestrate")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+STEPS = ("fresh", "noop", "pillar", "direct", "add_one", "batch1")
 
 
 class MemoryPeak(threading.Thread):
@@ -59,10 +77,80 @@ class MemoryPeak(threading.Thread):
             self.peak = max(self.peak, self.used_mib())
 
 
+# -- CPU accounting ---------------------------------------------------------------------------
+
+
+def _proc_times(pid):
+    """utime+stime+cutime+cstime of a process, in clock ticks (None once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return sum(int(v) for v in fields[11:15])
+
+
+def _pid_ns(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _comm(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def host_cpu(cluster):
+    """``{machine: {"seconds", "master"}}``: CPU every host of ``cluster`` spent so far (the
+    cloud's own machine left out), and whether it runs the salt master."""
+    namespaces = {}
+    for machine, nspawn in nspawns(rf"kos-{cluster}-.+").items():
+        if machine.endswith("-cloud"):
+            continue
+        pid1 = _container_init(nspawn)
+        ns = _pid_ns(pid1) if pid1 else None
+        if ns:
+            namespaces[ns] = machine
+    found = {m: {"seconds": 0.0, "master": False} for m in namespaces.values()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        machine = namespaces.get(_pid_ns(entry.name))
+        if machine is None:
+            continue
+        ticks = _proc_times(entry.name)
+        if ticks is not None:
+            found[machine]["seconds"] += ticks / CLK_TCK
+        if b"salt-master" in _comm(entry.name):
+            found[machine]["master"] = True
+    return found
+
+
+def cpu_delta(before, after):
+    """CPU-seconds between two ``host_cpu`` readings: master, mean per node, total."""
+    spent = {m: after[m]["seconds"] - before.get(m, {"seconds": 0.0})["seconds"] for m in after}
+    masters = [m for m in after if after[m]["master"]]
+    nodes = [m for m in after if m not in masters]
+    return {
+        "master": round(sum(spent[m] for m in masters), 1),
+        "per_node": round(sum(spent[m] for m in nodes) / len(nodes), 2) if nodes else None,
+        "total": round(sum(spent.values()), 1),
+        "hosts": len(after),
+    }
+
+
+# -- the runs ---------------------------------------------------------------------------------
+
+
 class Bench:
     def __init__(self, work, join_seconds, agent_env):
         self.work = work
         self.env = {**agent_env, "KOS_LOCAL_JOIN_SECONDS": str(join_seconds)}
+        self.pillar_copy = work / "pillar"
 
     def var_file(self, workers, public_key):
         path = self.work / f"bench-{workers}.tfvars.json"
@@ -80,12 +168,12 @@ class Bench:
         }))
         return path
 
-    def kos(self, *args):
+    def kos(self, *args, check=True):
         res = subprocess.run([sys.executable, "-m", "kos", *map(str, args)], cwd=self.work,
-                             env=self.env, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise SystemExit(f"kos {' '.join(map(str, args))} failed (exit {res.returncode}):\n"
-                             + res.stderr[-4000:])
+                             env={**os.environ, **self.env}, capture_output=True, text=True)
+        if check and res.returncode != 0:
+            raise RuntimeError(f"kos {' '.join(map(str, args))} failed (exit {res.returncode}):"
+                               f"\n{res.stderr[-4000:]}")
         return res
 
     def steps(self):
@@ -96,78 +184,218 @@ class Bench:
         steps = self.steps()
         return round(sum(steps.get(s, 0.0) for s in CONVERGE_STEPS), 1)
 
-    def changed_states(self, stderr):
-        import re
-
-        return sum(int(n) for n in re.findall(r"highstate ok \(\d+ states, (\d+) changed\)", stderr))
-
-    def baseline(self, var_file):
-        """A fresh cluster converged by batch-1 highstates; seconds from minions connected."""
+    def deployment(self, var_file, pillar_dir=None):
         os.environ.update(self.env)
         settings = workflow.Settings(
-            terraform_dir=REPO / "terraform", state_root=self.work / ".kos", var_files=[var_file],
-            cloud="local", connect_wait=300,
+            terraform_dir=REPO / "terraform", state_root=self.work / ".kos",
+            var_files=[var_file], cloud="local", connect_wait=300,
         )
-        dep = workflow.Deployment(settings)
-        dep.use_outputs(dep.backend.create(dep.inputs, dep.steps))
+        if pillar_dir:
+            settings.pillar_dir = pillar_dir
+        return workflow.Deployment(settings)
+
+    def highstates(self, var_file, since):
+        """state.highstate runs since ``since`` (a datetime), one per minion targeted."""
+        with self.deployment(var_file).master() as master:
+            res = master.ssh.run(
+                ["salt-run", "--out=json", "jobs.list_jobs", "search_function=state.highstate",
+                 f"start_time={since.strftime('%Y-%m-%d %H:%M:%S')}"],
+                timeout=600, check=False)
+        try:
+            jobs = json.loads(res.stdout or "{}")
+        except ValueError:
+            return None
+        return sum(len(job.get("Minions") or []) for job in jobs.values())
+
+    def measured(self, row, name, var_file, action):
+        """Run ``action`` (returns seconds, or a dict with "seconds"), noting its highstates
+        and the CPU the hosts spent."""
+        since = datetime.datetime.now()
+        cpu_before = host_cpu(CLUSTER)
+        started = time.monotonic()
+        result = action()
+        wall = round(time.monotonic() - started, 1)
+        entry = result if isinstance(result, dict) else {"seconds": result}
+        entry.setdefault("seconds", wall)
+        entry["cpu"] = cpu_delta(cpu_before, host_cpu(CLUSTER))
+        entry["highstates"] = self.highstates(var_file, since)
+        row[name] = entry
+        print(f"bench:   {name}: {entry}", file=sys.stderr, flush=True)
+        return entry
+
+    def changed_pillar(self, workers):
+        """A copy of the repository's pillar with a change every node sees."""
+        shutil.rmtree(self.pillar_copy, ignore_errors=True)
+        shutil.copytree(REPO / "pillar", self.pillar_copy)
+        defaults = self.pillar_copy / "environments" / "defaults.sls"
+        defaults.write_text(defaults.read_text().replace(
+            "core:\n", f"core:\n  motd: \"kos bench: {workers} workers\\n\"\n", 1))
+        return self.pillar_copy
+
+    def converge_with(self, var_file, pillar_dir):
+        dep = self.deployment(var_file, pillar_dir)
+        workflow.converge(dep)
+        steps = self.steps()
+        return {"seconds": round(sum(steps.get(s, 0.0) for s in CONVERGE_STEPS), 1),
+                "orchestrate_seconds": steps.get("orchestrate")}
+
+    def direct_highstate(self, var_file):
+        dep = self.deployment(var_file)
+        ids = sorted(dep.outputs()["minions"])
+        with dep.master() as master:
+            started = time.monotonic()
+            res = master.ssh.run(["salt", "--out=json", "--static", "--timeout=600", "-L",
+                                  ",".join(ids), "state.highstate"], timeout=7200, check=False)
+            seconds = round(time.monotonic() - started, 1)
+        try:
+            returns = json.loads(res.stdout)
+        except ValueError:
+            returns = {}
+        clean = all(m in returns and not failed_states(returns[m]) for m in ids)
+        return {"seconds": seconds, "clean": clean}
+
+    def baseline(self, var_file):
+        """A fresh cluster converged by batch-1 highstates; seconds from minions connected
+        (the machines are created first: call it through ``measured`` after ``create``)."""
+        dep = self.deployment(var_file)
         outputs = dep.outputs()
         ids = sorted(outputs["minions"])
+        settings = dep.settings
         with dep.master() as master:
-            master.wait_and_accept(ids, timeout=900)
-            master.wait_responding(ids)
+
+            def run():
+                workflow.push_trees(master, settings)
+                master.push_pillar(outputs["salt_pillar"], settings.pillar_file)
+                master.sync_all(ids)
+                master.salt(ids, "saltutil.refresh_pillar", "wait=True", timeout=120, wait=900)
+                master.salt(ids, "mine.update", timeout=120, wait=900)
+                passes, clean = 0, False
+                while not clean and passes < 4:
+                    passes += 1
+                    res = master.ssh.run(
+                        ["salt", "--out=json", "--out-indent=-1", "--static", "-b", "1",
+                         "-L", ",".join(ids), "state.highstate"],
+                        timeout=7200, check=False,
+                    )
+                    returns = {}
+                    for line in res.stdout.splitlines():
+                        if line.startswith("{"):
+                            try:
+                                returns.update(json.loads(line))
+                            except ValueError:
+                                pass
+                    clean = all(m in returns and not failed_states(returns[m]) for m in ids)
+                return {"passes": passes, "clean": clean}
+
             started = time.monotonic()
-            workflow.push_trees(master, settings)
-            master.push_pillar(outputs["salt_pillar"], settings.pillar_file)
-            master.sync_all(ids)
-            master.salt(ids, "saltutil.refresh_pillar", "wait=True", timeout=120, wait=900)
-            master.salt(ids, "mine.update", timeout=120, wait=900)
-            passes, clean = 0, False
-            while not clean and passes < 4:
-                passes += 1
-                res = master.ssh.run(
-                    ["salt", "--out=json", "--out-indent=-1", "--static", "-b", "1",
-                     "-L", ",".join(ids), "state.highstate"],
-                    timeout=7200, check=False,
-                )
-                returns = {}
-                for line in res.stdout.splitlines():
-                    if line.startswith("{"):
-                        try:
-                            returns.update(json.loads(line))
-                        except ValueError:
-                            pass
-                clean = all(m in returns and not failed_states(returns[m]) for m in ids)
-            return round(time.monotonic() - started, 1), passes, clean
+            result = run()
+            result["seconds"] = round(time.monotonic() - started, 1)
+            return result
+
+    def down(self, var_file):
+        """Tear the cluster down by name; never raises (the next size must run)."""
+        res = self.kos("down", "--cloud", "local", "--var-file", var_file, "--yes", check=False)
+        left = nspawns(rf"kos-{CLUSTER}-.+")
+        if res.returncode != 0 or left:
+            return f"kos down exit {res.returncode}; machines left: {sorted(left)}; " \
+                   f"{res.stderr[-1000:]}"
+        return None
+
+    def create(self, var_file):
+        """The cluster's machines, booted, their keys accepted and answering: what every
+        figure starts from."""
+        dep = self.deployment(var_file)
+        dep.use_outputs(dep.backend.create(dep.inputs, dep.steps))
+        ids = sorted(dep.outputs()["minions"])
+        with dep.master() as master:
+            master.wait_and_accept(ids, timeout=1800)
+            master.wait_responding(ids)
 
     def one(self, workers, public_key):
         row = {"workers": workers}
         small, bigger = self.var_file(workers, public_key), self.var_file(workers + 1, public_key)
-        self.kos("down", "--cloud", "local", "--var-file", small, "--yes")
-        self.kos("up", "--cloud", "local", "--var-file", small, "--yes", "--wait-minions", 1800)
-        row["keys_seconds"] = self.steps().get("salt-keys")
-        row["converge_seconds"] = self.converge_seconds()
-        again = self.kos("converge", "--cloud", "local", "--var-file", small)
-        row["second_run_seconds"] = self.steps().get("orchestrate")
-        row["second_run_changes"] = self.changed_states(again.stderr)
-        self.kos("up", "--cloud", "local", "--var-file", bigger, "--yes", "--wait-minions", 1800)
-        row["add_one_seconds"] = self.converge_seconds()
-        self.kos("down", "--cloud", "local", "--var-file", bigger, "--yes")
-        seconds, passes, clean = self.baseline(small)
-        row["batch1_seconds"], row["batch1_passes"], row["batch1_clean"] = seconds, passes, clean
-        self.kos("down", "--cloud", "local", "--var-file", small, "--yes")
+        try:
+            self.down(small)
+            self.create(small)
+            self.measured(row, "fresh", small, lambda: self.converge_with(small, None))
+            self.measured(row, "noop", small, lambda: self.converge_with(small, None))
+            changed = self.changed_pillar(workers)
+            self.measured(row, "pillar", small, lambda: self.converge_with(small, changed))
+            self.measured(row, "direct", small, lambda: self.direct_highstate(small))
+            row["pillar_vs_direct"] = round(row["pillar"]["seconds"] / row["direct"]["seconds"],
+                                            2) if row["direct"]["seconds"] else None
+            # back to the repository's pillar (not measured), so adding a node is all that
+            # changes next
+            self.converge_with(small, None)
+
+            def add_one():
+                self.kos("up", "--cloud", "local", "--var-file", bigger, "--yes",
+                         "--wait-minions", 1800)
+                return self.converge_seconds()
+
+            self.measured(row, "add_one", bigger, add_one)
+            teardown = self.down(bigger)
+            if teardown:
+                raise RuntimeError(teardown)
+            self.create(small)
+            self.measured(row, "batch1", small, lambda: self.baseline(small))
+            fresh, base = row["fresh"]["seconds"], row["batch1"]["seconds"]
+            row["batch1_vs_fresh"] = round(base / fresh, 2) if fresh else None
+        except Exception as exc:  # noqa: BLE001 - a failed size is a result, not the end
+            row["error"] = f"{type(exc).__name__}: {exc}"
+            row["traceback"] = traceback.format_exc()[-3000:]
+            print(f"bench: {workers} workers failed: {row['error'][:500]}", file=sys.stderr)
+        finally:
+            for var_file in (bigger, small):
+                teardown = self.down(var_file)
+                if teardown:
+                    row.setdefault("teardown_errors", []).append(teardown)
         return row
 
 
-def write_json(args, rows, peak):
+# -- output -----------------------------------------------------------------------------------
+
+
+def write_json(path, args, rows, peak):
     result = {
-        "simulated_join_seconds": args.join_seconds,
         "control_planes": 1,
         "distribution": "microk8s (simulated)",
+        "join_seconds": args.join_seconds,
         "machine": {"cpus": os.cpu_count(), "peak_memory_used_mib": peak},
         "runs": rows,
     }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def cell(row, step, key="seconds"):
+    value = (row.get(step) or {}).get(key)
+    return "-" if value is None else value
+
+
+def table(rows, markdown=False):
+    head = ["join s", "workers", "fresh", "no-op", "pillar", "direct", "add one", "batch-1",
+            "highstates fresh/no-op/pillar/add", "CPU s master/node (fresh)",
+            "CPU s master/node (add one)"]
+    lines = []
+    for r in rows:
+        if r.get("error"):
+            lines.append([r["join_seconds"], r["workers"], "failed: " + r["error"][:60]]
+                         + [""] * (len(head) - 3))
+            continue
+        counts = "/".join(str(cell(r, s, "highstates")) for s in ("fresh", "noop", "pillar",
+                                                                   "add_one"))
+        cpu = [f"{(r.get(s) or {}).get('cpu', {}).get('master', '-')}/"
+               f"{(r.get(s) or {}).get('cpu', {}).get('per_node', '-')}" for s in ("fresh",
+                                                                                   "add_one")]
+        lines.append([r["join_seconds"], r["workers"], cell(r, "fresh"), cell(r, "noop"),
+                      cell(r, "pillar"), cell(r, "direct"), cell(r, "add_one"),
+                      cell(r, "batch1"), counts, *cpu])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(str(v) for v in line) + " |" for line in lines]
+        return "\n".join(out)
+    return "\n".join("  ".join(str(v) for v in line) for line in [head, *lines])
 
 
 def agent(work):
@@ -179,17 +407,20 @@ def agent(work):
         if sock.exists():
             break
         time.sleep(0.05)
-    env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
-    subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True)
+    env = {"SSH_AUTH_SOCK": str(sock)}
+    subprocess.run(["ssh-add", "-q", str(key)], env={**os.environ, **env}, check=True)
     return proc, env, (work / "id_ed25519.pub").read_text().strip()
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, nargs="+", default=[5, 10, 25, 50])
-    ap.add_argument("--join-seconds", type=float, default=2.0,
-                    help="simulated duration of every join and init (default 2)")
-    ap.add_argument("--json", default=str(REPO / "bench" / "results" / "converge.json"), help="where to write the figures")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, nargs="+", default=[5, 25, 50])
+    ap.add_argument("--join-seconds", type=float, nargs="+", default=[2.0, 30.0],
+                    help="simulated duration of every join and init (default: 2 and 30)")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    ap.add_argument("--json", default=str(REPO / "bench" / "results" / f"converge-{stamp}.json"),
+                    help="where to write the figures")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench/converge.py needs root (the local cloud does)", file=sys.stderr)
@@ -197,30 +428,35 @@ def main():
     memory = MemoryPeak()
     memory.start()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="kos-bench-") as tmp:
-        work = Path(tmp)
-        proc, env, public_key = agent(work)
-        try:
-            bench = Bench(work, args.join_seconds, env)
+    # Not a TemporaryDirectory: a cluster that could not be torn down keeps mounts in it,
+    # and its removal must not end the bench (it is named in the output instead).
+    work = Path(tempfile.mkdtemp(prefix="kos-bench-"))
+    proc, env, public_key = agent(work)
+    try:
+        for join in args.join_seconds:
+            bench = Bench(work, join, env)
             for n in args.workers:
-                print(f"bench: {n} workers ...", file=sys.stderr, flush=True)
-                rows.append(bench.one(n, public_key))
-                print(f"bench: {n} workers: {rows[-1]}", file=sys.stderr, flush=True)
+                print(f"bench: {n} workers, joins of {join:g} s ...", file=sys.stderr, flush=True)
+                row = bench.one(n, public_key)
+                row["join_seconds"] = join
+                rows.append(row)
                 # after every size, so a long run that is stopped keeps what it measured
-                write_json(args, rows, memory.peak)
-        finally:
-            proc.terminate()
-    memory.stop.set()
-    memory.join()
-    write_json(args, rows, memory.peak)
-    print(f"Converge on the local cloud, 1 control plane, microk8s simulated; every join takes "
-          f"{args.join_seconds:g} s (simulated). Seconds from minions connected.")
-    head = f"{'workers':>7} {'converge':>9} {'2nd run':>8} {'changes':>7} {'add one':>8} {'batch-1':>8} {'passes':>6}"
-    print(head)
-    for r in rows:
-        print(f"{r['workers']:>7} {r['converge_seconds']:>9} {r['second_run_seconds']:>8} "
-              f"{r['second_run_changes']:>7} {r['add_one_seconds']:>8} {r['batch1_seconds']:>8} "
-              f"{r['batch1_passes']:>6}{'' if r['batch1_clean'] else ' (not clean)'}")
+                write_json(Path(args.json), args, rows, memory.peak)
+    finally:
+        proc.terminate()
+        memory.stop.set()
+        memory.join()
+    write_json(Path(args.json), args, rows, memory.peak)
+    left = nspawns(rf"kos-{CLUSTER}-.+")
+    if left:
+        print(f"bench: machines left running, work directory kept: {work}", file=sys.stderr)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    print("Converge on the local cloud, 1 control plane, microk8s simulated. Seconds from "
+          "minions connected; highstates per step; CPU-seconds of the hosts.")
+    print(table(rows))
+    print()
+    print(table(rows, markdown=True))
     total = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
     print(f"peak memory used on this machine: {memory.peak} MiB of {total} MiB; "
           f"figures in {args.json}")
