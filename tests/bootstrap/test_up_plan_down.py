@@ -113,7 +113,13 @@ def test_plan_artifacts_hold_no_secret(cloud_kos, fake_cloud, write_vars, ssh_ag
     summary = json.loads(res.stdout)
     assert summary["cluster"] == "demo" and summary["changes"] == 50
     out = cloud_kos.cwd / "plan"
-    assert sorted(p.name for p in out.iterdir()) == ["changes.json", "plan.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "changes.json", "diff.json", "diff.txt", "plan.txt"]
+    # no cluster yet: every node is new, so Salt converges each of them whole
+    diff = json.loads((out / "diff.json").read_text())
+    assert "does not exist yet" in diff["salt_note"]
+    assert diff["salt"] and {e["converge"] for e in diff["salt"].values()} == {"highstate"}
+    assert "module.bastion.openstack_compute_instance_v2.this" in diff["terraform"]["create"]
     changes = json.loads((out / "changes.json").read_text())
     assert {
         "address": "module.bastion.openstack_compute_instance_v2.this",
