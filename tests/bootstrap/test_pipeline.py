@@ -213,6 +213,8 @@ def test_validate_and_plan_save_the_plan_without_secrets(
     out = artifacts(project, "plan:dev") / "plan" / "dev"
     assert sorted(p.name for p in out.iterdir()) == [
         "changes.json",
+        "diff.json",
+        "diff.txt",
         "kos.tfplan",
         "plan.txt",
         "report.json",
@@ -233,7 +235,7 @@ def test_validate_and_plan_save_the_plan_without_secrets(
         for member in plan.namelist():
             data = plan.read(member).decode(errors="replace")
             assert not any(s in data for s in secrets), member
-    for path in (out / "plan.txt", out / "changes.json"):
+    for path in (out / "plan.txt", out / "changes.json", out / "diff.json", out / "diff.txt"):
         assert not any(s in path.read_text() for s in secrets)
 
 
