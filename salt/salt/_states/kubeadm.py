@@ -479,20 +479,11 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
             return ret
         me = __opts__["id"]
         mine_function = mine_function or __utils__["kos_state.mine_key"](me)
-        info = __salt__["mine.get"](name, mine_function).get(name) or {}
-        if not info.get("token"):
-            return _fail(ret, f"{name} has issued no join credential for {me} "
-                              f"({mine_function}): the orchestration issues it before the "
-                              "node's wave (salt-run state.orchestrate orch.deploy)")
-        if info.get("node") != me or info.get("role") != role:
-            return _fail(ret, f"the credential {name} published is for {info.get('node')} as "
-                              f"{info.get('role')}, not for {me} as {role}: not used")
+        info, problem = __utils__["kos_state.issued_credential"](
+            __salt__, name, me, role, mine_function, "token", min_remaining)
+        if problem:
+            return _fail(ret, problem)
         now = time.time()
-        if info.get("expires") is not None and info["expires"] - now < min_remaining:
-            return _fail(
-                ret, f"the join credential {name} issued expires in "
-                f"{int(info['expires'] - now)}s; run the orchestration again to issue a new one",
-            )
         key = None
         if control_plane:
             key = info.get("certificate_key")

@@ -487,21 +487,10 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
             ret["result"] = None
             ret["comment"] = f"would join the cluster of {source} as {role}"
             return ret
-        info = __salt__["mine.get"](source, mine_function).get(source) or {}
-        if not info.get("connection"):
-            return _fail(ret, f"{source} has issued no join credential for {me} "
-                              f"({mine_function}): the orchestration issues it before the "
-                              "node's wave (salt-run state.orchestrate orch.deploy)")
-        if info.get("node") != me or info.get("role") != role:
-            return _fail(ret, f"the credential {source} published is for {info.get('node')} as "
-                              f"{info.get('role')}, not for {me} as {role}: not used")
-        left = (info.get("expires") or 0) - time.time()
-        if left < min_remaining:
-            return _fail(
-                ret,
-                f"the join credential {source} issued expires in {int(left)}s; "
-                "run the orchestration again to issue a new one",
-            )
+        info, problem = __utils__["kos_state.issued_credential"](
+            __salt__, source, me, role, mine_function, "connection", min_remaining)
+        if problem:
+            return _fail(ret, problem)
         out = __salt__["microk8s.join"](info["connection"], worker=(role == "worker"))
         if not _in_cluster(__salt__["microk8s.status"]()):
             ret["result"] = False

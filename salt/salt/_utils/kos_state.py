@@ -6,6 +6,7 @@ they publish (written whole, readable by root only). Loaded through ``__utils__`
 
 import json
 import os
+import time
 
 import salt.utils.files
 
@@ -131,3 +132,26 @@ def publish_credential(salt, node):
 def withdraw_credential(salt, node):
     """The mine entry of ``node``'s credential goes from the master."""
     salt["mine.delete"](mine_key(node))
+
+
+def issued_credential(salt, source, me, role, mine_function, field, min_remaining):
+    """
+    The join credential ``source`` issued for this minion ``me`` as ``role``, read from the
+    mine entry ``mine_function``: ``(info, None)``, or ``(None, problem)`` when it is
+    missing (``field`` empty), issued for another node or role, or expires within
+    ``min_remaining`` seconds (``expires`` None: it does not expire).
+    """
+    info = salt["mine.get"](source, mine_function).get(source) or {}
+    if not info.get(field):
+        return None, (f"{source} has issued no join credential for {me} ({mine_function}): "
+                      "the orchestration issues it before the node's wave "
+                      "(salt-run state.orchestrate orch.deploy)")
+    if info.get("node") != me or info.get("role") != role:
+        return None, (f"the credential {source} published is for {info.get('node')} as "
+                      f"{info.get('role')}, not for {me} as {role}: not used")
+    # a kubeadm token issued without a TTL says expires: None
+    left = None if info.get("expires") is None else info["expires"] - time.time()
+    if left is not None and left < min_remaining:
+        return None, (f"the join credential {source} issued expires in {int(left)}s; "
+                      "run the orchestration again to issue a new one")
+    return info, None
