@@ -370,6 +370,7 @@ def test_steps_are_recorded_without_secrets(converged, operator):
         "salt-trees": "done",
         "salt-pillar": "done",
         "salt-sync": "done",
+        "salt-master-config": "done",
         "orchestrate": "done",
     }
     text = json.dumps(doc)
