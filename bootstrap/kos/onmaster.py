@@ -334,6 +334,7 @@ class Channel:
     def __init__(self, out):
         import salt.client
         import salt.config
+        import salt.exceptions
         import salt.runner
         import salt.syspaths
         import salt.utils.args
@@ -378,6 +379,21 @@ class Channel:
             self._wheel = self.salt.wheel.WheelClient(self.opts)
         return self._wheel
 
+    def close_clients(self):
+        """
+        Destroy the clients, each with its event bus: a client left to the garbage collector
+        prints "unclosed MasterEvent" on stderr, and one built before the master restarted
+        talks to sockets that are gone.
+        """
+        for name in ("_local", "_runner", "_wheel"):
+            client = getattr(self, name)
+            setattr(self, name, None)
+            if client is not None:
+                try:
+                    client.destroy()
+                except Exception:  # noqa: BLE001 - the client is dropped either way
+                    traceback.print_exc()
+
     def ready(self):
         self.out.emit(
             event="ready",
@@ -420,9 +436,9 @@ class Channel:
         jid = self.orchestration
         if jid:
             try:
-                self.salt.runner.RunnerClient(self.opts).cmd(
-                    "state.soft_kill", [jid], print_event=False
-                )
+                # Its own client: this runs in the reading thread, beside the orchestration.
+                with self.salt.runner.RunnerClient(self.opts) as runner:
+                    runner.cmd("state.soft_kill", [jid], print_event=False)
             except Exception:  # noqa: BLE001 - reported on stderr; the run goes on
                 traceback.print_exc()
 
@@ -435,6 +451,7 @@ class Channel:
                     return  # kos is gone: what it queued last does not start
                 self.handle(req)
         finally:
+            self.close_clients()
             if self.lock:
                 self.lock.release()
 
@@ -472,6 +489,30 @@ class Channel:
 
     def op_hello(self, rid, req):
         return {"master": self.opts.get("id"), "config": self.config}
+
+    def op_reconnect(self, rid, req):
+        """
+        After the salt master restarted: new clients, once the master serves requests again
+        (it answers a publish), or a failure after ``timeout`` s. The run lock stays held: it
+        is this process's, not the master's.
+        """
+        deadline = time.monotonic() + float(req.get("timeout", 120))
+        while True:
+            self.close_clients()
+            self.check_cancelled()
+            try:
+                # A target no minion has: the master answers without publishing anything.
+                self.local.pub(["kos-reconnect"], "test.ping", tgt_type="list", timeout=5)
+                return {"master": self.opts.get("id")}
+            except self.salt.exceptions.PublishError:
+                return {"master": self.opts.get("id")}  # it answered: no minion matched
+            except Exception as exc:  # noqa: BLE001 - the master is still starting
+                if time.monotonic() > deadline:
+                    raise Failure(
+                        "salt",
+                        f"the salt master does not serve requests: {type(exc).__name__}: {exc}",
+                    ) from None
+            time.sleep(2)
 
     def op_lock(self, rid, req):
         """Take the cluster's lock on the master for as long as this channel lives."""

@@ -84,6 +84,14 @@ LOADER = (
     "import sys;b=sys.stdin.buffer;n=int(b.readline());"
     "exec(compile(b.read(n),'kos-salt-channel','exec'),{'__name__':'__kos_channel__'})"
 )
+# What Salt (and Python) print on stderr that says nothing about a failure: log records below
+# ERROR, such as "[WARNING ] unclosed MasterEvent ...; call destroy()" when a client's event
+# bus is collected, and the ResourceWarning lines beside them. kos never reads the session's
+# exit or a failure from stderr; these lines are only left out of the details of one.
+NOISE = re.compile(
+    r"^\s*(\[(TRACE|GARBAGE|DEBUG|PROFILE|INFO|WARNING)\s*\]"
+    r"|(\S+:\d+: )?\w*Warning: |unclosed \S+|warnings\.warn\(|$)"
+)
 NO_PYTHON_FIX = (
     "kos runs a small program with the Python that runs Salt on the master: check that "
     "salt-run is installed there (salt-bootstrap onedir: /opt/saltstack/salt/salt-run)"
@@ -124,7 +132,13 @@ class Channel:
     def _keep_stderr(self):
         # Kept in memory for error messages only: never written to disk or logged.
         for raw in self.proc.stderr:
-            self.stderr.append(raw.decode("utf-8", "replace").rstrip())
+            self._keep(raw)
+
+    def _keep(self, raw):
+        # Log noise would push the lines that say why a session failed out of the window.
+        line = raw.decode("utf-8", "replace").rstrip()
+        if not NOISE.match(line):
+            self.stderr.append(line)
 
     def _write(self, data):
         try:
@@ -144,17 +158,21 @@ class Channel:
             try:
                 event = json.loads(raw)
             except ValueError:
-                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
+                self._keep(raw)  # not an event: something printed on stdout
                 continue
             if isinstance(event, dict):
                 return event
+
+    def details(self, count=12):
+        """The session's last stderr lines that may say why it failed (never log noise)."""
+        return list(self.stderr)[-count:]
 
     def _ended(self, what):
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
-        details = list(self.stderr)[-12:]
+        details = self.details()
         if code == 127:
             return ConvergeError(
                 "found no Python that runs Salt on the salt master",
@@ -390,12 +408,38 @@ class SaltMaster:
                 "connection to the master (ports 4505/4506)",
             )
 
+    def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
+        """
+        Until the salt_master formula's deferred restart (a systemd timer, ``unit``) has
+        fired, salt-master is active again and serves the channel's requests. systemd is
+        asked over SSH; the channel then builds new clients (its lock is kept).
+        """
+        script = (
+            f"for i in $(seq {int(timeout)}); do "
+            f"systemctl is-active -q {shlex.quote(unit)}.timer || break; sleep 1; done; "
+            f"for i in $(seq {int(timeout)}); do "
+            "systemctl is-active -q salt-master && exit 0; sleep 1; done; exit 1"
+        )
+        res = self.ssh.run(["sh", "-c", script], timeout=2 * timeout + 30, check=False)
+        if res.returncode != 0:
+            raise ConvergeError(
+                f"the salt master did not come back within {timeout}s of its restart",
+                fix="check salt-master on the master (journalctl -u salt-master)",
+            )
+        self.reconnect(timeout)
+
+    def reconnect(self, timeout=120):
+        """After the salt master restarted: the channel's clients anew, once it serves."""
+        self.request("reconnect", what="waiting for the restarted salt master", timeout=timeout)
+
     # -- functions -----------------------------------------------------------------------
 
     def salt(self, targets, fun, *args, timeout=60, wait=None, on_event=None):
         """``{minion: return}`` of ``fun`` on ``targets`` (a list of minion ids); arguments
         as on the salt command line ("key=value" is a keyword argument). Silent minions are
-        left out. ``wait`` is accepted for callers of the former CLI-based version."""
+        left out. ``timeout`` is Salt's (how long minions get to answer); ``wait`` is
+        accepted and unused (it bounded the former SSH command: the channel never hangs on a
+        silent minion, and Ctrl-C cancels the request)."""
         targets = [targets] if isinstance(targets, str) else list(targets)
         returns = {}
 
