@@ -119,11 +119,21 @@ class Running:
         with self.seen:
             return "".join(self.lines)
 
-    def wait_for(self, text, count=1, timeout=600):
-        """Block until ``text`` is on ``count`` lines of stderr; fail if the command ends."""
+    def _count(self, text, after):
+        lines = self.lines
+        if after is not None:
+            start = next((i for i, line in enumerate(lines) if after in line), len(lines))
+            lines = lines[start + 1 :]
+        return sum(text in line for line in lines)
+
+    def wait_for(self, text, count=1, after=None, timeout=600):
+        """
+        Block until ``text`` is on ``count`` lines of stderr (counting from the line that
+        holds ``after``, when given); fail if the command ends first.
+        """
         deadline = time.monotonic() + timeout
         with self.seen:
-            while sum(text in line for line in self.lines) < count:
+            while self._count(text, after) < count:
                 if self.proc.poll() is not None and not self.reader.is_alive():
                     raise AssertionError(f"kos ended before printing {text!r}:\n{self.stderr}")
                 left = deadline - time.monotonic()

@@ -473,7 +473,7 @@ def test_two_converges_at_once_the_second_refuses_naming_the_first(
     lock.write_text(json.dumps(dead))
     first = operator.start("converge", "--outputs", outputs["path"])
     try:
-        first.wait_for("orchestration ")
+        first.wait_for("▶ salt-run state.orchestrate orch.deploy")
         here = operator("converge", "--outputs", outputs["path"], check=10)
         # another machine: its own state directory, the same salt master
         elsewhere = operator(
@@ -502,8 +502,8 @@ def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
 ):
     for signum in (signal.SIGTERM, signal.SIGINT):
         run = operator.start("converge", "--outputs", outputs["path"])
-        run.wait_for("started on the salt master")
-        run.wait_for("saltutil.sync_all on ", count=2)  # the orchestration's first step runs
+        # a minion answered the orchestration's first step (saltutil.sync_all): it runs
+        run.wait_for(": modules synced", after="▶ salt-run state.orchestrate orch.deploy")
         run.signal(signum)
         assert run.wait() == 130, run.stderr
         assert "interrupted: orch.deploy stopped after step " in run.stderr
