@@ -334,7 +334,6 @@ class Channel:
     def __init__(self, out):
         import salt.client
         import salt.config
-        import salt.exceptions
         import salt.runner
         import salt.syspaths
         import salt.utils.args
@@ -382,8 +381,7 @@ class Channel:
     def close_clients(self):
         """
         Destroy the clients, each with its event bus: a client left to the garbage collector
-        prints "unclosed MasterEvent" on stderr, and one built before the master restarted
-        talks to sockets that are gone.
+        prints "unclosed MasterEvent" on stderr.
         """
         for name in ("_local", "_runner", "_wheel"):
             client = getattr(self, name)
@@ -489,30 +487,6 @@ class Channel:
 
     def op_hello(self, rid, req):
         return {"master": self.opts.get("id"), "config": self.config}
-
-    def op_reconnect(self, rid, req):
-        """
-        After the salt master restarted: new clients, once the master serves requests again
-        (it answers a publish), or a failure after ``timeout`` s. The run lock stays held: it
-        is this process's, not the master's.
-        """
-        deadline = time.monotonic() + float(req.get("timeout", 120))
-        while True:
-            self.close_clients()
-            self.check_cancelled()
-            try:
-                # A target no minion has: the master answers without publishing anything.
-                self.local.pub(["kos-reconnect"], "test.ping", tgt_type="list", timeout=5)
-                return {"master": self.opts.get("id")}
-            except self.salt.exceptions.PublishError:
-                return {"master": self.opts.get("id")}  # it answered: no minion matched
-            except Exception as exc:  # noqa: BLE001 - the master is still starting
-                if time.monotonic() > deadline:
-                    raise Failure(
-                        "salt",
-                        f"the salt master does not serve requests: {type(exc).__name__}: {exc}",
-                    ) from None
-            time.sleep(2)
 
     def op_lock(self, rid, req):
         """Take the cluster's lock on the master for as long as this channel lives."""

@@ -411,8 +411,9 @@ class SaltMaster:
     def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
         """
         Until the salt_master formula's deferred restart (a systemd timer, ``unit``) has
-        fired, salt-master is active again and serves the channel's requests. systemd is
-        asked over SSH; the channel then builds new clients (its lock is kept).
+        fired and salt-master is active again; systemd is asked over SSH. The channel rides
+        through the restart (its clients reconnect, its lock is its own process's); the
+        minions take a while to find the new master: follow with ``wait_responding``.
         """
         script = (
             f"for i in $(seq {int(timeout)}); do "
@@ -426,11 +427,6 @@ class SaltMaster:
                 f"the salt master did not come back within {timeout}s of its restart",
                 fix="check salt-master on the master (journalctl -u salt-master)",
             )
-        self.reconnect(timeout)
-
-    def reconnect(self, timeout=120):
-        """After the salt master restarted: the channel's clients anew, once it serves."""
-        self.request("reconnect", what="waiting for the restarted salt master", timeout=timeout)
 
     # -- functions -----------------------------------------------------------------------
 
