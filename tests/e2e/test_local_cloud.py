@@ -119,7 +119,8 @@ def test_etcd_is_open_between_control_planes_on_kubeadm(cluster):
     first = out["kubernetes_nodes"]["k8s-cp-1.kos.internal"]["private_ip"]
     with Listener(cluster.netns("k8s-cp-1"), first, 2379):
         assert connects(cluster.netns("k8s-cp-2"), first, 2379)
-        # the salt master is no node of the cluster
+        # the salt master shares the private network but is no node: the nodes' own group
+        # (the rules' remote group) does not let it in
         assert not connects(cluster.netns("salt"), first, 2379, timeout=2)
 
 
