@@ -27,13 +27,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
+from converge import MemoryPeak  # noqa: E402 - the same sampler as the converge bench
 from kos.local import hosts, net  # noqa: E402
 
 CLUSTER = "kosbenchc"
@@ -44,25 +44,6 @@ PHASES = {
     "converge": ("salt-keys", "salt-trees", "salt-pillar", "salt-sync", "salt-master-config",
                  "orchestrate"),
 }
-
-
-class MemoryPeak(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak = 0
-        self.stop = threading.Event()
-
-    @staticmethod
-    def used_mib():
-        info = {}
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            key, value = line.split(":", 1)
-            info[key] = int(value.split()[0])
-        return (info["MemTotal"] - info["MemAvailable"]) // 1024
-
-    def run(self):
-        while not self.stop.wait(0.5):
-            self.peak = max(self.peak, self.used_mib())
 
 
 def cloud_memory(cluster):
