@@ -6,7 +6,8 @@ to stderr, data to stdout. Exit codes:
 
 0 success; 1 unexpected error (bug); 2 usage error; 3 bad input (nothing changed);
 4 preflight failed; 5 Terraform failed; 6 converge failed; 7 cleanup left resources;
-8 aborted (confirmation declined; use --yes); 9 status: cluster degraded; 10 drift found.
+8 aborted (confirmation declined; use --yes); 9 status: cluster degraded; 10 drift found;
+11 another kos run holds the cluster's lock; 130 interrupted (Ctrl-C, SIGTERM).
 """
 
 import json
@@ -20,6 +21,7 @@ from . import plan as plan_mod
 from . import inputs as inputs_mod
 from . import terraform as terraform_mod
 from .backends import BACKENDS
+from .ssh import take_interrupts
 
 DEFAULT_STATE_DIR = ".kos"
 
@@ -296,7 +298,8 @@ def apply(plan_file, yes, **kw):
 def up(yes, **kw):
     """Preflight, terraform apply, converge; re-running resumes where it stopped."""
     dep = workflow.Deployment(_settings(**kw))
-    outputs = workflow.up(dep, _confirmer(yes))
+    with workflow.locked(dep):
+        outputs = workflow.up(dep, _confirmer(yes))
     ui.data(
         {
             "cluster": dep.cluster,
@@ -311,10 +314,25 @@ def up(yes, **kw):
 @common_options
 @outputs_option
 @wait_minions_option
-def converge(**kw):
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="MINION",
+    help="Leave this minion out (e.g. one that is down); repeatable.",
+)
+@click.option(
+    "--limit",
+    "limit",
+    multiple=True,
+    metavar="MINION",
+    help="Converge only this minion; repeatable.",
+)
+def converge(exclude, limit, **kw):
     """Accept the expected minions' keys, push pillar, sync, run orch.deploy."""
     dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    workflow.converge(dep, always=True)
+    with workflow.locked(dep):
+        workflow.converge(dep, always=True, exclude=exclude, limit=limit)
     ui.data({"cluster": dep.cluster, "converged": True})
     return errors.EXIT_OK
 
@@ -415,17 +433,25 @@ def kubeconfig(output, server, **kw):
 def down(yes, **kw):
     """Drain nodes, remove what Kubernetes left in the cloud, terraform destroy."""
     dep = workflow.Deployment(_settings(**kw))
-    workflow.down(dep, _confirmer(yes))
+    with workflow.locked(dep):
+        workflow.down(dep, _confirmer(yes))
     ui.data({"cluster": dep.cluster, "destroyed": True})
     return errors.EXIT_OK
 
 
 def main(argv=None):
+    # SIGTERM takes the path of Ctrl-C: what kos started is stopped or waited for.
+    take_interrupts()
     try:
         code = cli.main(args=argv, prog_name="kos", standalone_mode=False)
-    except click.exceptions.Abort:
-        ui.error("aborted")
-        code = errors.EXIT_ABORTED
+    except click.exceptions.Abort as exc:
+        # click turns Ctrl-C into Abort; an interrupt is not a declined confirmation.
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            ui.error("interrupted; re-run the same command to resume")
+            code = errors.EXIT_INTERRUPTED
+        else:
+            ui.error("aborted")
+            code = errors.EXIT_ABORTED
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
@@ -434,7 +460,7 @@ def main(argv=None):
         code = exc.exit_code
     except KeyboardInterrupt:
         ui.error("interrupted; re-run the same command to resume")
-        code = 130
+        code = errors.EXIT_INTERRUPTED
     sys.exit(code if isinstance(code, int) else errors.EXIT_OK)
 
 

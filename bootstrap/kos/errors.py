@@ -15,6 +15,10 @@ Exit codes (also in bootstrap/README.md):
 8   aborted: a confirmation was declined (use --yes in CI)
 9   ``kos status``: the cluster is reachable but degraded
 10  ``kos drift``: the cluster differs from the repository (report on stdout)
+11  another kos run holds the cluster's lock (locally or on the salt master), or the
+    master runs an orchestration kos did not start; nothing was changed
+130 interrupted (Ctrl-C, SIGTERM): what kos started on the master was stopped or
+    waited for, and the step is recorded as interrupted; re-run to resume
 ==  ==========================================================================
 """
 
@@ -29,6 +33,8 @@ EXIT_CLEANUP = 7
 EXIT_ABORTED = 8
 EXIT_DEGRADED = 9
 EXIT_DRIFT = 10
+EXIT_LOCKED = 11
+EXIT_INTERRUPTED = 130
 
 
 class KosError(Exception):
@@ -68,3 +74,11 @@ class CleanupError(KosError):
 
 class Aborted(KosError):
     exit_code = EXIT_ABORTED
+
+
+class Locked(KosError):
+    exit_code = EXIT_LOCKED
+
+
+class Interrupted(KosError):
+    exit_code = EXIT_INTERRUPTED

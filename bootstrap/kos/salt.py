@@ -1,8 +1,17 @@
 """
-What kos asks of the salt master, over SSH: key acceptance, sync, orchestration, and the
-reads behind ``kos status`` and ``kos kubeconfig``. Every call is the plain Salt CLI
-(``salt-key``, ``salt``, ``salt-run``) with JSON output, as an operator would type it on
-the master.
+What kos asks of the salt master: key acceptance, sync, pillar refresh, orchestration, and
+the reads behind ``kos status`` and ``kos kubeconfig``; and how it asks.
+
+Every Salt request goes through one structured channel: ``kos/onmaster.py`` runs on the
+master with the master's own Python and Salt's Python API, in one SSH session per kos
+command, and streams JSON events back (its docstring gives the wire format). kos reads
+events, never Salt's command-line output. The program travels over the session's stdin: a
+shell prelude finds the Python that runs Salt from ``salt-run``'s first line (a virtualenv
+or distribution shebang, or the onedir's relenv launcher), and that Python executes what it
+reads. Nothing is installed on the master and the program always matches this kos.
+
+The formula and pillar trees are files, not Salt requests: they are pushed as tarballs over
+the same SSH connection (``push_tree``, ``push_pillar``).
 
 Trust model for minion keys: the master never auto-accepts. kos accepts exactly the minion
 ids Terraform created (``terraform output minions``), each by its full id, and never
@@ -14,19 +23,24 @@ private CIDR only); kos does not compare key fingerprints out of band.
 import base64
 import hashlib
 import io
+import itertools
 import json
 import re
 import shlex
+import subprocess
 import tarfile
 import threading
-import time
+from collections import deque
 from pathlib import Path
 
 from . import ui
-from .errors import ConvergeError
+from .errors import ConvergeError, Interrupted, Locked
+from .onmaster import PROTOCOL, state_summary
+from .state import describe_holder
 
 MINION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 PILLAR_FILE = "/srv/pillar/_from_terraform.sls"
+PROGRAM = Path(__file__).with_name("onmaster.py")
 EVENT_FUNS = {
     "saltutil.sync_all": "modules synced",
     "saltutil.refresh_pillar": "pillar refreshed",
@@ -36,129 +50,332 @@ EVENT_FUNS = {
     "state.apply": "highstate",
 }
 
+# Finds the Python that runs Salt on the master and runs the channel with it. salt-run's
+# first line names it: "#!/path/python" (virtualenv, distribution package),
+# "#!/usr/bin/env python3", or "#!/bin/sh" for the onedir (relenv) launcher, whose
+# '"exec" "$(dirname "$(readlink -f "$0")")/bin/python3.10"' line gives it relative to itself.
+PRELUDE = r"""
+loader=$1; py=
+for c in "$(command -v salt-run)" /opt/saltstack/salt/salt-run /usr/bin/salt-run; do
+  [ -n "$c" ] && [ -f "$c" ] || continue
+  f=$(readlink -f "$c")
+  IFS= read -r first < "$f" || continue
+  case $first in
+  '#!/bin/sh'*)
+    rel=$(sed -n 's|^"exec" "$(dirname "$(readlink -f "$0")")\([^"]*\)".*|\1|p' "$f" | head -n 1)
+    py=${f%/*}${rel:-/bin/python3} ;;
+  '#!'*python*)
+    set -- ${first#??}
+    py=$1
+    if [ "${1##*/}" = env ]; then py=$(command -v "$2"); fi ;;
+  esac
+  [ -n "$py" ] && [ -x "$py" ] && break
+  py=
+done
+if [ -z "$py" ]; then
+  echo "kos: no salt-run with a Python interpreter here (is this the salt master?)" >&2
+  exit 127
+fi
+exec "$py" -c "$loader" kos-salt-channel
+"""
+# The program arrives on stdin after its length; the rest of stdin carries the requests.
+# "salt" in the command line lets Salt's job tracking (salt-run jobs.master) see the process.
+LOADER = (
+    "import sys;b=sys.stdin.buffer;n=int(b.readline());"
+    "exec(compile(b.read(n),'kos-salt-channel','exec'),{'__name__':'__kos_channel__'})"
+)
+# What Salt (and Python) print on stderr that says nothing about a failure: log records below
+# ERROR, such as "[WARNING ] unclosed MasterEvent ...; call destroy()" when a client's event
+# bus is collected, and the ResourceWarning lines beside them. kos never reads the session's
+# exit or a failure from stderr; these lines are only left out of the details of one.
+NOISE = re.compile(
+    r"^\s*(\[(TRACE|GARBAGE|DEBUG|PROFILE|INFO|WARNING)\s*\]"
+    r"|(\S+:\d+: )?\w*Warning: |unclosed \S+|warnings\.warn\(|$)"
+)
+NO_PYTHON_FIX = (
+    "kos runs a small program with the Python that runs Salt on the master: check that "
+    "salt-run is installed there (salt-bootstrap onedir: /opt/saltstack/salt/salt-run)"
+)
 
-def _json(text, what):
-    text = text.strip()
-    if not text:
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError:
-        # --static prints one document; some runners print one per line.
-        docs = {}
-        for line in text.splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    docs.update(json.loads(line))
-                except ValueError:
-                    pass
-        if docs:
-            return docs
-        raise ConvergeError(f"unreadable JSON from {what}: {text[:300]}") from None
+
+class Channel:
+    """One session with ``kos/onmaster.py`` on the master; requests are served in order."""
+
+    def __init__(self, ssh):
+        self.ssh = ssh
+        self.proc = None
+        self.info = None
+        self.ids = itertools.count(1)
+        self.stderr = deque(maxlen=30)
+        self.busy = None
+
+    def open(self):
+        if self.proc is not None:
+            return self
+        program = PROGRAM.read_bytes()
+        self.proc = self.ssh.popen(
+            ["sh", "-c", PRELUDE, "kos-salt-channel", LOADER], binary=True, stderr=True
+        )
+        threading.Thread(target=self._keep_stderr, daemon=True).start()
+        self._write(b"%d\n" % len(program) + program)
+        event = self._next("starting kos's channel on the salt master")
+        if event.get("event") == "error":
+            raise ConvergeError(
+                f"the salt master cannot run kos's channel: {event.get('message')}",
+                fix=NO_PYTHON_FIX,
+            )
+        if event.get("event") != "ready" or event.get("protocol") != PROTOCOL:
+            raise ConvergeError(f"unexpected first event from the salt master: {event}")
+        self.info = event
+        return self
+
+    def _keep_stderr(self):
+        # Kept in memory for error messages only: never written to disk or logged.
+        for raw in self.proc.stderr:
+            self._keep(raw)
+
+    def _keep(self, raw):
+        # Log noise would push the lines that say why a session failed out of the window.
+        line = raw.decode("utf-8", "replace").rstrip()
+        if not NOISE.match(line):
+            self.stderr.append(line)
+
+    def _write(self, data):
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # the session ended; reading says why
+
+    def _send(self, message):
+        self._write(json.dumps(message).encode() + b"\n")
+
+    def _next(self, what):
+        while True:
+            raw = self.proc.stdout.readline()
+            if not raw:
+                raise self._ended(what)
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                self._keep(raw)  # not an event: something printed on stdout
+                continue
+            if isinstance(event, dict):
+                return event
+
+    def details(self, count=12):
+        """The session's last stderr lines that may say why it failed (never log noise)."""
+        return list(self.stderr)[-count:]
+
+    def _ended(self, what):
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        details = self.details()
+        if code == 127:
+            return ConvergeError(
+                "found no Python that runs Salt on the salt master",
+                fix=NO_PYTHON_FIX,
+                details=details,
+            )
+        if code == 255:
+            return ConvergeError(
+                f"lost the SSH connection to the salt master while {what}",
+                fix="re-run the same kos command: every step can be repeated",
+                details=details,
+            )
+        return ConvergeError(
+            f"kos's channel on the salt master ended while {what} (exit {code})", details=details
+        )
+
+    def request(self, op, on_event=None, what=None, keep_on_interrupt=False, **params):
+        """
+        Send one request and return its result; ``on_event`` sees every other event.
+
+        Ctrl-C cancels the request on the master. With ``keep_on_interrupt`` (an
+        orchestration), kos keeps reading until the master says the request stopped, and a
+        second Ctrl-C leaves it finishing there; otherwise ``Interrupted`` is raised at once.
+        """
+        what = what or op
+        self.open()
+        rid = next(self.ids)
+        self._send({"id": rid, "op": op, **params})
+        self.busy = op
+        cancelled = False
+        while True:
+            try:
+                event = self._next(what)
+                if event.get("id") != rid:
+                    continue
+                kind = event.get("event")
+                if kind == "result":
+                    self.busy = None
+                    return event.get("result")
+                if kind == "error":
+                    self.busy = None
+                    raise self._error(what, event)
+                if on_event:
+                    on_event(event)
+            except KeyboardInterrupt:
+                self._send({"op": "cancel", "id": rid})
+                if not keep_on_interrupt or cancelled:
+                    raise Interrupted(
+                        f"interrupted while {what}"
+                        + (
+                            "; it finishes its current step on the salt master" if cancelled else ""
+                        ),
+                        fix="re-run the same kos command to finish",
+                    ) from None
+                cancelled = True
+                ui.warn(
+                    f"interrupted: {what} stops after its current step; waiting for it "
+                    "(Ctrl-C again to leave it finishing on the master)"
+                )
+
+    def _error(self, what, event):
+        kind, message = event.get("kind"), event.get("message", "")
+        if kind == "locked":
+            return locked_error(event)
+        if kind == "busy":
+            return busy_error(event.get("orchestrations") or [])
+        if kind == "interrupted":
+            return Interrupted(f"interrupted while {what}", fix="re-run the same kos command")
+        return ConvergeError(
+            f"{what} failed on the salt master: {message}",
+            details=[line for line in event.get("traceback", []) if line.strip()][-6:],
+        )
+
+    def close(self):
+        """End the session; the master releases its lock when its program exits."""
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            # A request still running (a second Ctrl-C) goes on without us.
+            self.proc.wait(timeout=1 if self.busy else 30)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
 
 
-def failed_states(result):
-    """``[(state id, comment)]`` for every failed state in one minion's state return."""
-    if not isinstance(result, dict):
-        return [("(no state run)", str(result)[:500])]
-    failed = []
-    for key, state in result.items():
-        if isinstance(state, dict) and state.get("result") is False:
-            failed.append((state.get("__id__", key), str(state.get("comment", "")).strip()))
-    return failed
+def _job_line(job):
+    args = " ".join(str(a) for a in job.get("fun_args") or [] if not isinstance(a, dict))
+    return (
+        f"orchestration jid {job.get('jid')} ({job.get('fun', '').replace('runner.', '')} "
+        f"{args}), PID {job.get('pid')} on the master, user {job.get('user')}"
+    )
+
+
+def busy_error(jobs):
+    return Locked(
+        "the salt master is already running an orchestration: kos does not start a second "
+        "one beside it, and changes nothing while it runs",
+        fix="wait for it to end (on the master, `salt-run jobs.master` lists it; "
+        "`salt-run state.soft_kill <jid>` stops it after its current step), then re-run",
+        details=[_job_line(j) for j in jobs],
+    )
+
+
+def locked_error(event):
+    holder = event.get("holder") or {}
+    details = [_job_line(j) for j in event.get("orchestrations") or []]
+    if details:
+        details.insert(0, "it is still running on the master:")
+    return Locked(
+        f"another kos run is working on this cluster (lock on the salt master): "
+        f"{describe_holder(holder)}",
+        fix="wait for that run to end, then re-run; the master drops the lock when that run's "
+        "session ends, and an orchestration it started stops after its current step",
+        details=details,
+    )
 
 
 class SaltMaster:
     def __init__(self, ssh):
         self.ssh = ssh
+        self.channel = Channel(ssh)
 
-    # -- raw calls ---------------------------------------------------------------
+    def close(self):
+        self.channel.close()
 
-    def salt(self, targets, fun, *args, timeout=60, wait=600):
-        cmd = ["salt", "--out=json", "--static", "--hide-timeout", f"--timeout={timeout}"]
-        if isinstance(targets, (list, tuple)):
-            cmd += ["-L", ",".join(targets)]
-        else:
-            cmd.append(targets)
-        res = self.ssh.run([*cmd, fun, *args], timeout=wait, check=False)
-        return _json(res.stdout, f"salt {fun}")
+    def request(self, op, **params):
+        return self.channel.request(op, **params)
 
-    def run(self, fun, *args, wait=3600):
-        res = self.ssh.run(["salt-run", "--out=json", fun, *args], timeout=wait, check=False)
-        return res, _json(res.stdout, f"salt-run {fun}")
+    # -- the run lock --------------------------------------------------------------------
 
-    def lookup_jids(self, jids):
-        """``[(jid, {minion: return})]``: every lookup in one SSH session."""
-        if not jids:
-            return []
-        for jid in jids:
-            if not re.fullmatch(r"[0-9]{20}", jid):
-                raise ConvergeError(f"not a job id: {jid!r}")
-        lookup = self.ssh.wrap(["salt-run", "--out=json", "--out-indent=-1", "jobs.lookup_jid"])
-        script = "; ".join(f"echo '#jid {jid}'; {lookup} {jid}" for jid in jids)
-        res = self.ssh.run(script, timeout=600, check=False)
-        found, current = [], None
-        for line in res.stdout.splitlines():
-            if line.startswith("#jid "):
-                current = line.split()[1]
-            elif current and line.startswith("{"):
-                try:
-                    found.append((current, json.loads(line)))
-                except ValueError:
-                    pass
-                current = None
-        return found
+    def lock(self, cluster, holder):
+        """Hold the cluster's lock on the master for as long as this channel lives."""
+        res = self.request(
+            "lock", what="locking the cluster on the salt master", cluster=cluster, holder=holder
+        )
+        if res.get("stale"):
+            ui.warn(
+                "a kos run that ended without releasing the salt master's lock left it: "
+                f"{describe_holder(res['stale'])}; taken over"
+            )
+        if res.get("orchestrations"):
+            raise busy_error(res["orchestrations"])
 
-    # -- keys --------------------------------------------------------------------
+    # -- keys ----------------------------------------------------------------------------
 
     def keys(self):
-        res = self.ssh.run(["salt-key", "--out=json", "-L"])
-        return _json(res.stdout, "salt-key -L")
+        return self.request("keys", what="listing the keys")
 
-    def wait_and_accept(self, expected, timeout=900, interval=2):
+    def wait_and_accept(self, expected, timeout=900, only=None):
         """
-        Wait until every expected minion has presented its key, accept exactly those,
-        and report other pending keys without accepting them.
+        Wait until every expected minion (or those of ``only``) has presented its key,
+        accept exactly those, and report other pending keys without accepting them.
         """
+        wanted = sorted(only if only is not None else expected)
         for mid in expected:
             if not MINION_ID.match(mid):
                 raise ConvergeError(f"refusing minion id {mid!r}: not a plain host name")
-        deadline = time.monotonic() + timeout
-        announced = set()
-        while True:
-            keys = self.keys()
-            accepted = set(keys.get("minions", []))
-            pending = set(keys.get("minions_pre", []))
-            rejected = set(keys.get("minions_rejected", [])) | set(keys.get("minions_denied", []))
-            bad = rejected & set(expected)
-            if bad:
-                raise ConvergeError(
-                    f"the master rejected or denied the key of {', '.join(sorted(bad))}",
-                    fix="a host presented a key different from the accepted one: check the host, then "
-                    "`salt-key -d <id>` on the master and re-run kos converge",
-                )
-            for other in sorted(pending - set(expected) - announced):
-                ui.warn(
-                    f"unexpected pending key {other!r}: not accepted (not a minion of this cluster)"
-                )
-                announced.add(other)
-            missing = set(expected) - accepted - pending
-            if not missing:
-                break
-            if time.monotonic() > deadline:
-                raise ConvergeError(
-                    f"minions never presented a key: {', '.join(sorted(missing))}",
-                    fix="check that those VMs booted and that cloud-init installed salt-minion "
-                    "(console log), then re-run kos converge",
-                )
-            ui.detail(f"waiting for keys of: {', '.join(sorted(missing))}")
-            time.sleep(interval)
-        newly = sorted(set(expected) & pending)
-        for mid in newly:
-            self.ssh.run(["salt-key", "-y", "-a", mid])
-            ui.ok(f"accepted key of {mid}")
-        unexpected = sorted(set(keys.get("minions", [])) - set(expected))
+
+        def progress(event):
+            ui.detail(f"waiting for keys of: {', '.join(event.get('missing', []))}")
+
+        keys = self.channel.request(
+            "wait_keys",
+            on_event=progress,
+            what="waiting for the minions' keys",
+            minions=wanted,
+            timeout=timeout,
+        )
+        accepted = set(keys.get("minions", []))
+        pending = set(keys.get("minions_pre", []))
+        rejected = set(keys.get("minions_rejected", [])) | set(keys.get("minions_denied", []))
+        bad = rejected & set(wanted)
+        if bad:
+            raise ConvergeError(
+                f"the master rejected or denied the key of {', '.join(sorted(bad))}",
+                fix="a host presented a key different from the accepted one: check the host, then "
+                "`salt-key -d <id>` on the master and re-run kos converge",
+            )
+        for other in sorted(pending - set(expected)):
+            ui.warn(
+                f"unexpected pending key {other!r}: not accepted (not a minion of this cluster)"
+            )
+        if keys.get("missing"):
+            raise ConvergeError(
+                f"minions never presented a key: {', '.join(keys['missing'])}",
+                fix="check that those VMs booted and that cloud-init installed salt-minion "
+                "(console log), then re-run kos converge",
+            )
+        newly = sorted(set(wanted) & pending)
+        if newly:
+            done = self.request("accept", what="accepting the keys", minions=newly)
+            for mid in done["accepted"]:
+                ui.ok(f"accepted key of {mid}")
+        unexpected = sorted(accepted - set(expected))
         for mid in unexpected:
             ui.warn(f"accepted key {mid!r} is not a minion of this cluster (left as it is)")
         return {
@@ -167,28 +384,41 @@ class SaltMaster:
             "unexpected_accepted": unexpected,
         }
 
-    def wait_responding(self, expected, timeout=300, interval=2):
-        deadline = time.monotonic() + timeout
-        while True:
-            pings = self.salt(list(expected), "test.ping", timeout=10, wait=120)
-            silent = sorted(m for m in expected if pings.get(m) is not True)
-            if not silent:
-                return
-            if time.monotonic() > deadline:
-                raise ConvergeError(
-                    f"minions do not answer: {', '.join(silent)}",
-                    fix="check salt-minion on those hosts (systemctl status salt-minion) and their "
-                    "connection to the master (ports 4505/4506)",
-                )
-            ui.detail(f"waiting for answers from: {', '.join(silent)}")
-            time.sleep(interval)
+    def answering(self, minions, timeout=30):
+        """``(answering, silent)`` after pinging until all answer or ``timeout`` s passed."""
+
+        def progress(event):
+            ui.detail(f"waiting for answers from: {', '.join(event.get('silent', []))}")
+
+        res = self.channel.request(
+            "answering",
+            on_event=progress,
+            what="checking that the minions answer",
+            minions=sorted(minions),
+            timeout=timeout,
+        )
+        return res["answering"], res["silent"]
+
+    def wait_responding(self, expected, timeout=300):
+        _, silent = self.answering(expected, timeout)
+        if silent:
+            raise ConvergeError(
+                f"minions do not answer: {', '.join(silent)}",
+                fix="check salt-minion on those hosts (systemctl status salt-minion) and their "
+                "connection to the master (ports 4505/4506)",
+            )
 
     def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
-        """Until the salt_master formula's deferred restart has fired and the master is up."""
+        """
+        Until the salt_master formula's deferred restart (a systemd timer, ``unit``) has
+        fired and salt-master is active again; systemd is asked over SSH. The channel rides
+        through the restart (its clients reconnect, its lock is its own process's); the
+        minions take a while to find the new master: follow with ``wait_responding``.
+        """
         script = (
-            f"for i in $(seq {timeout}); do "
-            f"systemctl is-active -q {unit}.timer || break; sleep 1; done; "
-            f"for i in $(seq {timeout}); do "
+            f"for i in $(seq {int(timeout)}); do "
+            f"systemctl is-active -q {shlex.quote(unit)}.timer || break; sleep 1; done; "
+            f"for i in $(seq {int(timeout)}); do "
             "systemctl is-active -q salt-master && exit 0; sleep 1; done; exit 1"
         )
         res = self.ssh.run(["sh", "-c", script], timeout=2 * timeout + 30, check=False)
@@ -198,7 +428,48 @@ class SaltMaster:
                 fix="check salt-master on the master (journalctl -u salt-master)",
             )
 
-    # -- pillar, sync, orchestration ------------------------------------------------
+    # -- functions -----------------------------------------------------------------------
+
+    def salt(self, targets, fun, *args, timeout=60, wait=None, on_event=None):
+        """``{minion: return}`` of ``fun`` on ``targets`` (a list of minion ids); arguments
+        as on the salt command line ("key=value" is a keyword argument). Silent minions are
+        left out. ``timeout`` is Salt's (how long minions get to answer); ``wait`` is
+        accepted and unused (it bounded the former SSH command: the channel never hangs on a
+        silent minion, and Ctrl-C cancels the request)."""
+        targets = [targets] if isinstance(targets, str) else list(targets)
+        returns = {}
+
+        def collect(event):
+            if event.get("event") == "return":
+                returns[event["minion"]] = event.get("return")
+            if on_event:
+                on_event(event)
+
+        self.channel.request(
+            "cmd", on_event=collect, what=fun, tgt=targets, fun=fun, arg=list(args), timeout=timeout
+        )
+        return returns
+
+    def sync_all(self, expected):
+        ret = self.salt(list(expected), "saltutil.sync_all", timeout=120, on_event=report_event)
+        missing = sorted(m for m in expected if m not in ret)
+        if missing:
+            raise ConvergeError(f"saltutil.sync_all got no answer from: {', '.join(missing)}")
+        return {
+            m: sum(len(v) for v in (r or {}).values() if isinstance(v, list))
+            for m, r in ret.items()
+        }
+
+    def refresh_pillar(self, targets):
+        return self.salt(list(targets), "saltutil.refresh_pillar", "wait=True", timeout=120)
+
+    def last_highstates(self, ids, max_jobs=6):
+        """``{minion: {"jid", "result", "failed", "states"}}`` from the master's job cache."""
+        return self.request(
+            "last_highstates", what="reading the job cache", minions=sorted(ids), max_jobs=max_jobs
+        )
+
+    # -- files, pushed over the same SSH connection (not Salt requests) -----------------
 
     def push_pillar(self, text, path=PILLAR_FILE):
         """Write the Terraform pillar layer as root, mode 0640; unchanged content is kept."""
@@ -222,57 +493,141 @@ class SaltMaster:
         d = shlex.quote(dest)
         prune = f"! -name {shlex.quote(keep)} " if keep else ""
         script = (
-            f"set -e; d={d}; mkdir -p \"$d\"; "
-            f"if [ \"$(cat \"$d/.kos-tree\" 2>/dev/null)\" = {digest} ]; then "
+            f'set -e; d={d}; mkdir -p "$d"; '
+            f'if [ "$(cat "$d/.kos-tree" 2>/dev/null)" = {digest} ]; then '
             "cat >/dev/null; echo unchanged; exit 0; fi; "
             "t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; "
-            "base64 -d | tar -x -C \"$t\" --no-same-owner; "
-            f"find \"$d\" -mindepth 1 -maxdepth 1 {prune}-exec rm -rf {{}} +; "
-            "cp -R \"$t/.\" \"$d/\"; chown -R root:root \"$d\"; chmod -R go-w,o-rwx \"$d\"; "
-            f"echo {digest} > \"$d/.kos-tree\"; echo written"
+            'base64 -d | tar -x -C "$t" --no-same-owner; '
+            f'find "$d" -mindepth 1 -maxdepth 1 {prune}-exec rm -rf {{}} +; '
+            'cp -R "$t/." "$d/"; chown -R root:root "$d"; chmod -R go-w,o-rwx "$d"; '
+            f'echo {digest} > "$d/.kos-tree"; echo written'
         )
         res = self.ssh.run(["sh", "-c", script], stdin=base64.b64encode(blob).decode())
         return res.stdout.strip()
 
-    def sync_all(self, expected):
-        ret = self.salt(list(expected), "saltutil.sync_all", timeout=120, wait=900)
-        missing = sorted(m for m in expected if m not in ret)
-        if missing:
-            raise ConvergeError(f"saltutil.sync_all got no answer from: {', '.join(missing)}")
-        return {
-            m: sum(len(v) for v in (r or {}).values() if isinstance(v, list))
-            for m, r in ret.items()
-        }
+    # -- orchestration -------------------------------------------------------------------
 
-    def orchestrate(self, sls="orch.deploy", progress=None):
-        """Run the orchestration; stream minion results; return the failing steps."""
-        watcher = EventWatcher(self.ssh, progress) if progress else None
-        if watcher:
-            watcher.start()
-        try:
-            res, doc = self.run("state.orchestrate", sls)
-        finally:
-            if watcher:
-                watcher.stop()
-        steps = doc.get("data", doc) if isinstance(doc, dict) else {}
-        if (
-            isinstance(steps, dict)
-            and len(steps) == 1
-            and isinstance(next(iter(steps.values())), dict)
-        ):
-            inner = next(iter(steps.values()))
-            if inner and all(isinstance(v, dict) and "__id__" in v for v in inner.values()):
-                steps = inner
-        if (
-            not steps
-            or not isinstance(steps, dict)
-            or not all(isinstance(v, dict) for v in steps.values())
-        ):
+    def orchestrate(self, sls="orch.deploy", pillar=None, progress=None):
+        """
+        Run the orchestration and follow it. Returns its summary when every step succeeded;
+        raises ``ConvergeError`` with each failing state's ID and comment, or
+        ``Interrupted`` when Ctrl-C stopped it before its last step.
+        """
+        summary = self.channel.request(
+            "orchestrate",
+            on_event=progress or report_event,
+            what=f"running {sls}",
+            keep_on_interrupt=True,
+            sls=sls,
+            pillar=pillar or {},
+        )
+        if summary.get("errors"):
             raise ConvergeError(
                 f"state.orchestrate {sls} failed before running any step",
-                details=[line for line in (res.stdout + res.stderr).strip().splitlines()][-15:],
+                fix="fix the orchestration's SLS or pillar named below, then re-run kos converge",
+                details=summary["errors"][:15],
             )
-        return orchestration_failures(steps), steps
+        steps = summary.get("steps", [])
+        failures, not_run = orchestration_failures(steps)
+        if summary.get("stopped"):
+            last = steps[-1]["id"] if steps else None
+            raise Interrupted(
+                f"interrupted: {sls} stopped "
+                + (f"after step {last}" if last else "before its first step")
+                + f" ({len(steps)} of {summary.get('total')} steps ran, orchestration "
+                f"{summary.get('jid')}); nothing of it runs any more",
+                fix="re-run kos converge to finish: states are idempotent",
+                details=[f"not run: {', '.join(summary.get('not_run', []))}"]
+                + [f"{line}" for _, line in failures],
+            )
+        if failures:
+            raise ConvergeError(
+                f"{sls} failed at {failures[0][0]}",
+                fix="fix the failing state (or its pillar) and re-run kos converge; "
+                "states are idempotent, so a re-run only changes what still differs",
+                details=[f"{where}: {what}" for where, what in failures]
+                + ([f"not run (an earlier step failed): {', '.join(not_run)}"] if not_run else []),
+            )
+        return summary
+
+
+def failed_states(result):
+    """``[(state id, comment)]`` for every failed state in one minion's state return."""
+    summary = state_summary(result)
+    return [(f["id"], f["comment"]) for f in summary.get("failed", [])] + [
+        ("(no state run)", error) for error in summary.get("errors", [])
+    ]
+
+
+def orchestration_failures(steps):
+    """
+    ``([(step id, "minion: state ID (sls): comment")], [steps not run])`` for the failed
+    steps of an orchestration summary: every failing state with its ID and comment, every
+    minion error with its reason; steps that failed only because a requisite did are
+    listed apart.
+    """
+    failures, not_run = [], []
+    for step in steps:
+        if step.get("result") is not False:
+            continue
+        comment = step.get("comment") or ""
+        if comment.startswith("One or more requisite failed"):
+            not_run.append(step["id"])
+            continue
+        lines = []
+        for minion, detail in sorted((step.get("minions") or {}).items()):
+            failed = detail.get("failed") or []
+            for state in sorted(failed, key=lambda f: f.get("requisite", False)):
+                if state.get("requisite") and len(failed) > 1:
+                    continue
+                sls = f" ({state['sls']})" if state.get("sls") else ""
+                lines.append(f"{minion}: {state['id']}{sls}: {state['comment'] or 'failed'}")
+            for error in detail.get("errors") or []:
+                lines.append(f"{minion}: {error}")
+        if not lines:
+            what = f" ({step['name']})" if step.get("name") else ""
+            lines.append(f"{step['id']}{what}: {comment or 'failed without a comment'}")
+        failures += [(step["id"], line) for line in lines]
+    return failures, not_run
+
+
+def report_event(event):
+    """Progress printer: what the orchestration publishes, and each minion's result."""
+    kind = event.get("event")
+    if kind == "job":
+        if event.get("fun") == "state.orchestrate":
+            ui.info(f"orchestration {event['jid']} started on the salt master")
+        else:
+            minions = event.get("minions") or []
+            ui.info(
+                f"{event.get('fun')} on {', '.join(minions) if len(minions) < 4 else f'{len(minions)} minions'}"
+            )
+    elif kind == "return" and event.get("fun") in EVENT_FUNS:
+        report_return(event)
+
+
+def report_return(event):
+    minion, fun = event["minion"], event["fun"]
+    what = EVENT_FUNS[fun]
+    summary = event.get("summary") or {}
+    if fun in ("state.highstate", "state.apply"):
+        if "states" in summary:
+            bad = [f for f in summary["failed"] if not f.get("requisite")] or summary["failed"]
+            if bad:
+                ui.fail(f"{minion}: {what} failed ({len(bad)} of {summary['states']} states)")
+                for state in bad[:5]:
+                    ui.detail(f"{state['id']}: {state['comment']}")
+            else:
+                ui.ok(
+                    f"{minion}: {what} ok ({summary['states']} states, {summary['changed']} changed)"
+                )
+        else:
+            ui.fail(f"{minion}: {what} failed: {'; '.join(summary.get('errors', []))[:300]}")
+    elif event.get("success") is False or event.get("retcode") not in (0, None):
+        errors = summary.get("errors") or [str(event.get("return"))]
+        ui.fail(f"{minion}: {fun} failed: {'; '.join(errors)[:300]}")
+    else:
+        ui.ok(f"{minion}: {what}")
 
 
 def tree_tarball(source):
@@ -290,96 +645,3 @@ def tree_tarball(source):
             info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
-
-
-def orchestration_failures(steps):
-    """``[(step id, minion or None, state id, comment)]`` for the failing steps' states."""
-    failures = []
-    for step in sorted(steps.values(), key=lambda s: s.get("__run_num__", 0)):
-        if step.get("result") is not False:
-            continue
-        ret = (step.get("changes") or {}).get("ret")
-        found = False
-        if isinstance(ret, dict):
-            for minion, result in sorted(ret.items()):
-                if isinstance(result, dict) and any(isinstance(v, dict) for v in result.values()):
-                    for state_id, comment in failed_states(result):
-                        failures.append((step.get("__id__"), minion, state_id, comment))
-                        found = True
-                elif result is False or (isinstance(result, str) and result):
-                    failures.append((step.get("__id__"), minion, "-", str(result)))
-                    found = True
-        if not found:
-            failures.append((step.get("__id__"), None, "-", str(step.get("comment", "")).strip()))
-    return failures
-
-
-class EventWatcher:
-    """
-    Follows the master's event bus (``salt-run state.event``) in a second SSH session while
-    the orchestration runs, and reports every minion's job result as it arrives.
-    """
-
-    def __init__(self, ssh, report):
-        self.ssh = ssh
-        self.report = report
-        self.proc = None
-        self.thread = None
-
-    def start(self):
-        # The remote watcher ends when its stdin closes (stop()), so it never outlives kos.
-        watch = self.ssh.wrap(
-            ["salt-run", "state.event", "salt/job/*/ret/*", "count=-1", "pretty=False"]
-        )
-        self.proc = self.ssh.popen(f"{watch} & w=$!; cat >/dev/null; kill $w 2>/dev/null; wait $w")
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            tag, _, body = line.rstrip("\n").partition("\t")
-            if not tag.startswith("salt/job/") or not body:
-                continue
-            try:
-                data = json.loads(body)
-            except ValueError:
-                continue
-            fun = data.get("fun")
-            if fun in EVENT_FUNS:
-                self.report(data.get("id"), fun, data)
-
-    def stop(self):
-        if not self.proc:
-            return
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=15)
-        except Exception:  # noqa: BLE001 - a stuck watcher must not fail the converge
-            self.proc.kill()
-        self.thread.join(timeout=5)
-
-
-def report_event(minion, fun, data):
-    """Default progress printer: one line per minion result."""
-    what = EVENT_FUNS[fun]
-    ret = data.get("return")
-    if fun in ("state.highstate", "state.apply"):
-        if isinstance(ret, dict):
-            states = [v for v in ret.values() if isinstance(v, dict)]
-            changed = sum(1 for v in states if v.get("changes"))
-            bad = failed_states(ret)
-            if bad:
-                ui.fail(f"{minion}: {what} failed ({len(bad)} of {len(states)} states)")
-                for state_id, comment in bad[:5]:
-                    ui.detail(f"{state_id}: {comment}")
-            else:
-                ui.ok(f"{minion}: {what} ok ({len(states)} states, {changed} changed)")
-        else:
-            ui.fail(f"{minion}: {what} failed: {str(ret)[:300]}")
-    elif data.get("success") is False or data.get("retcode", 0) not in (0, None):
-        ui.fail(f"{minion}: {fun} failed: {str(ret)[:300]}")
-    else:
-        ui.ok(f"{minion}: {what}")

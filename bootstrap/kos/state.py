@@ -1,20 +1,29 @@
 """
 The per-cluster state directory ``<state root>/<cluster>/``: what each step did, so an
 interrupted ``kos up`` picks up where it stopped. It holds progress records, the generated
-ssh_config, the hosts' keys and the Terraform working copy; never a secret (no token, no
-password, no private key: credentials stay in clouds.yaml/OS_*, ssh-agent and the masked
-CI variables).
+ssh_config, the hosts' keys, the Terraform working copy and, while a kos command changes the
+cluster, its lock; never a secret (no token, no password, no private key: credentials stay
+in clouds.yaml/OS_*, ssh-agent and the masked CI variables).
 """
 
+import getpass
 import hashlib
 import json
 import os
+import shlex
+import socket
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import ui
+from .errors import Interrupted, Locked
+from .onmaster import FileLock
+from .onmaster import Locked as LockHeld
 
 STEPS_FILE = "steps.json"
+LOCK_FILE = "lock"
 FORMAT = 1
 
 
@@ -26,6 +35,27 @@ def fingerprint(*parts):
 
 def _now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def holder(command=None):
+    """Who runs: what a lock says about its holder (locally and on the salt master)."""
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "user": getpass.getuser(),
+        "command": command or shlex.join(["kos", *sys.argv[1:]]),
+        "started": _now(),
+    }
+
+
+def describe_holder(found):
+    if not found:
+        return "a run that is just starting (its lock names no holder yet)"
+    return (
+        f"`{found.get('command', 'kos')}` (PID {found.get('pid', '?')} on host "
+        f"{found.get('host', '?')}, user {found.get('user', '?')}), started "
+        f"{found.get('started', '?')}"
+    )
 
 
 class StateDir:
@@ -44,6 +74,40 @@ class StateDir:
 
     def steps(self):
         return Steps(self)
+
+    @contextmanager
+    def locked(self, who):
+        """
+        One kos run per cluster on this machine: hold ``<state dir>/lock`` (naming ``who``)
+        for the block. A lock whose holder died is taken over, and said so.
+        """
+        created = [d for d in (self.path, self.root) if not d.exists()]
+        self.ensure()
+        lock = FileLock(str(self.path / LOCK_FILE))
+        try:
+            stale = lock.acquire(who)
+        except LockHeld as exc:
+            raise Locked(
+                f"another kos run is working on cluster {self.cluster}: "
+                f"{describe_holder(exc.holder)}",
+                fix="wait for it to end, then re-run (its lock: "
+                f"{self.path / LOCK_FILE}; kos takes over the lock of a run that died)",
+            ) from None
+        if stale:
+            ui.warn(
+                f"a kos run ended without releasing cluster {self.cluster}'s lock: "
+                f"{describe_holder(stale)}; taken over"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
+            # a run that changed nothing (rejected input) leaves no trace
+            for directory in created:
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break
 
 
 class Steps:
@@ -103,10 +167,10 @@ class Steps:
         rec.pop("error", None)
         self._save()
 
-    def failed(self, name, error):
+    def failed(self, name, error, status="failed"):
         rec = self.records.setdefault(name, {})
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        rec.update(status="failed", finished=_now(), error=first_line[:300])
+        rec.update(status=status, finished=_now(), error=first_line[:300])
         self._save()
 
     def forget(self, *names):
@@ -133,6 +197,10 @@ class Steps:
         try:
             with ui.step(title):
                 detail = func()
+        except (KeyboardInterrupt, Interrupted) as exc:
+            if not quiet_failure:
+                self.failed(name, exc if str(exc) else "interrupted", status="interrupted")
+            raise
         except BaseException as exc:
             if not quiet_failure:
                 self.failed(name, exc)

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.text import Text
 
+from .errors import Interrupted
+
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -45,8 +47,9 @@ def step(title):
     started = time.monotonic()
     try:
         yield
-    except BaseException:
-        fail(f"{title}: failed after {time.monotonic() - started:.0f}s")
+    except BaseException as exc:
+        how = "interrupted" if isinstance(exc, (KeyboardInterrupt, Interrupted)) else "failed"
+        fail(f"{title}: {how} after {time.monotonic() - started:.0f}s")
         raise
     ok(f"{title}: done in {time.monotonic() - started:.0f}s")
 

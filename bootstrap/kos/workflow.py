@@ -6,7 +6,7 @@ directory; the CLI only parses options and calls these.
 import json
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +18,16 @@ from . import inputs as inputs_mod
 from .backends import BACKENDS, missing_outputs
 from .cloud import raise_on_failures
 from .errors import ConvergeError, InputError
-from .salt import PILLAR_FILE, SaltMaster, failed_states, report_event
+from .salt import PILLAR_FILE, SaltMaster, failed_states
 from .ssh import Ssh
-from .state import StateDir, fingerprint
+from .state import StateDir, fingerprint, holder
 
 # The formula and pillar kos pushes to the master: this checkout's.
 REPO = Path(__file__).resolve().parents[2]
+# Seconds a minion already in the cluster gets to answer before a converge stops.
+ANSWER_GRACE = 30
+# Seconds kos status waits for answers.
+STATUS_PING = 10
 
 
 @dataclass
@@ -67,6 +71,8 @@ class Deployment:
         self.state = StateDir(settings.state_root, cluster)
         self.steps = self.state.steps()
         self.backend = BACKENDS[settings.cloud](settings, self.state)
+        # Who holds the cluster's lock, while this run changes it (see ``locked``).
+        self.holder = None
 
     @property
     def cluster(self):
@@ -109,10 +115,35 @@ class Deployment:
             port=self.settings.ssh_port,
             connect_wait=self.settings.connect_wait,
         )
+        master = SaltMaster(ssh)
         try:
-            yield SaltMaster(ssh)
+            if self.holder:
+                # The run that holds the local lock holds the master's for as long as it talks
+                # to the master: another machine's kos cannot run beside it.
+                master.lock(self.cluster, self.holder)
+            yield master
         finally:
-            ssh.close()
+            try:
+                master.close()
+            finally:
+                ssh.close()
+
+
+@contextmanager
+def locked(dep):
+    """
+    The block is the only kos run changing ``dep``'s cluster: its lock in the state
+    directory now, and on the salt master whenever the run connects to it.
+    """
+    who = holder()
+    with dep.state.locked(who):
+        dep.holder = who
+        # What an earlier run recorded before this one held the lock.
+        dep.steps = dep.state.steps()
+        try:
+            yield
+        finally:
+            dep.holder = None
 
 
 def load_outputs(path):
@@ -182,7 +213,7 @@ def push_pillar_layers(master, dep, outputs):
     return done
 
 
-def configure_master(master, pillar, expected):
+def configure_master(master, pillar, targets):
     """
     Apply the salt_master formula to the master before the orchestration: a changed
     configuration restarts the master (deferred by the formula, so the run that changed it
@@ -191,8 +222,13 @@ def configure_master(master, pillar, expected):
     master_id = pillar.get("kos", {}).get("salt_master", {}).get("id")
     if not master_id:
         return {"skipped": "no salt master in the Terraform pillar"}
-    ret = master.salt([master_id], "state.apply", "salt_master", timeout=120, wait=900)
-    result = ret.get(master_id)
+    ret = master.salt([master_id], "state.apply", "salt_master", timeout=120)
+    if master_id not in ret:
+        raise ConvergeError(
+            f"the salt master's own minion {master_id} did not answer state.apply salt_master",
+            fix="check salt-minion on the salt master (systemctl status salt-minion)",
+        )
+    result = ret[master_id]
     bad = failed_states(result)
     if bad:
         raise ConvergeError(
@@ -204,33 +240,74 @@ def configure_master(master, pillar, expected):
         state.get("__id__", key) for key, state in result.items()
         if isinstance(state, dict) and state.get("changes")
     )
-    if changed:
+    # The formula schedules a restart only where it manages the service (not under
+    # a test master): wait only when that deferred restart was scheduled.
+    if "salt_master-service-restart-deferred" in changed:
         ui.info("the salt master's configuration changed: waiting for its restart")
         master.wait_restarted()
-        master.wait_responding(expected)
+        master.wait_responding(targets)
     return {"changed": changed}
 
 
-def converge(dep, always=True):
-    """Keys, pillar, sync, orchestration; every step recorded, and re-run by kos converge."""
+def select_targets(expected, exclude=(), limit=()):
+    """The minions a converge works on: ``limit`` (default all), less ``exclude``."""
+    for option, ids in (("--exclude", exclude), ("--limit", limit)):
+        unknown = sorted(set(ids) - set(expected))
+        if unknown:
+            raise InputError(
+                f"{option} {', '.join(unknown)}: not a minion of this cluster",
+                fix=f"use minion ids from the outputs: {', '.join(expected)}",
+            )
+    targets = sorted((set(limit) or set(expected)) - set(exclude))
+    if not targets:
+        raise InputError(
+            "--exclude/--limit leave no minion to converge",
+            fix="exclude fewer minions, or limit to minions you do not exclude",
+        )
+    return targets
+
+
+def check_answering(master, targets, accepted, wait):
+    """
+    Before anything changes: every targeted minion answers, or the run stops naming the
+    silent ones. Minions whose key was just accepted get ``wait`` seconds to connect; the
+    others, already in the cluster, a short grace (a minion restarting).
+    """
+    answering, silent = master.answering(targets, timeout=wait if accepted else ANSWER_GRACE)
+    if silent:
+        raise ConvergeError(
+            f"minions do not answer: {', '.join(silent)}; nothing was changed",
+            fix="start salt-minion on them (systemctl status salt-minion; ports 4505/4506 to "
+            "the master), or converge the others without them: kos converge "
+            + " ".join(f"--exclude {m}" for m in silent),
+        )
+    return answering
+
+
+def converge(dep, always=True, exclude=(), limit=()):
+    """Keys, trees, pillar, sync, orchestration; every step recorded, and re-run by kos converge."""
     outputs = dep.require_outputs()
     expected = sorted(outputs["minions"])
-    fp = fingerprint(outputs)
+    targets = select_targets(expected, exclude, limit)
+    fp = fingerprint(outputs, *([sorted(exclude), sorted(limit)] if exclude or limit else []))
     steps = dep.steps
+    settings = dep.settings
     with dep.master() as master:
 
         def keys():
-            result = master.wait_and_accept(expected, timeout=dep.settings.wait_minions)
-            master.wait_responding(expected)
+            result = master.wait_and_accept(expected, timeout=settings.wait_minions, only=targets)
             return {
                 "accepted": result["accepted"],
                 "unexpected_pending": result["unexpected_pending"],
             }
 
-        steps.run(
-            "salt-keys", fp, f"accept the keys of {len(expected)} minions", keys, always=always
+        accepted = steps.run(
+            "salt-keys", fp, f"accept the keys of {len(targets)} minions", keys, always=always
         )
-        settings = dep.settings
+        with ui.step(f"check that {len(targets)} minions answer"):
+            check_answering(
+                master, targets, (accepted or {}).get("accepted"), settings.wait_minions
+            )
         steps.run(
             "salt-trees",
             fingerprint(fp, str(settings.formula_dir), str(settings.pillar_dir)),
@@ -242,7 +319,7 @@ def converge(dep, always=True):
         steps.run(
             "salt-pillar",
             fp,
-            f"push the Terraform pillar to {dep.settings.pillar_file}",
+            f"push the Terraform pillar to {settings.pillar_file}",
             lambda: push_pillar_layers(master, dep, outputs),
             always=always,
         )
@@ -250,7 +327,7 @@ def converge(dep, always=True):
             "salt-sync",
             fp,
             "saltutil.sync_all",
-            lambda: {"synced": sorted(master.sync_all(expected))},
+            lambda: {"synced": sorted(master.sync_all(targets))},
             always=always,
         )
 
@@ -258,28 +335,36 @@ def converge(dep, always=True):
             "salt-master-config",
             fp,
             "the salt master's own configuration, before any orchestration",
-            lambda: configure_master(master, pillar_of(outputs), expected),
+            lambda: configure_master(master, pillar_of(outputs), targets),
             always=always,
         )
 
-        def orchestrate():
-            failures, run = master.orchestrate("orch.deploy", progress=report_event)
-            if failures:
-                raise ConvergeError(
-                    f"orch.deploy failed at {failures[0][0]}",
-                    fix="fix the failing state (or its pillar) and re-run kos converge; "
-                    "states are idempotent, so a re-run only changes what still differs",
-                    details=[
-                        f"{minion or 'orchestration'}: {state}: {comment}"
-                        for _step, minion, state, comment in failures
-                    ],
-                )
-            return {"steps": len(run)}
-
+        # The orchestration's side of --exclude/--limit (orch.deploy reads these pillar keys).
+        pillar = {"exclude": sorted(exclude), "limit": sorted(limit)}
         steps.run(
-            "orchestrate", fp, "salt-run state.orchestrate orch.deploy", orchestrate, always=always
+            "orchestrate",
+            fp,
+            "salt-run state.orchestrate orch.deploy"
+            + (f" pillar='{json.dumps(pillar)}'" if exclude or limit else ""),
+            lambda: {"steps": len(master.orchestrate("orch.deploy", pillar)["steps"])},
+            always=always,
         )
     return outputs
+
+
+def forget_host_keys(dep, hostnames):
+    """A rebuilt bastion or master has new SSH host keys: drop the pinned old ones."""
+    outputs = dep.outputs()
+    addresses = {"bastion": outputs.get("bastion_floating_ip"),
+                 "salt": outputs.get("salt_master_private_ip")}
+    known = dep.state.path / "known_hosts"
+    port = dep.settings.ssh_port
+    for name in hostnames:
+        address = addresses.get(name)
+        if address and known.exists():
+            host = address if port == 22 else f"[{address}]:{port}"
+            subprocess.run(["ssh-keygen", "-R", host, "-f", str(known)], capture_output=True)
+            ui.info(f"{name} was rebuilt: its old SSH host key is forgotten ({host})")
 
 
 def up(dep, confirm):
@@ -300,29 +385,13 @@ def up(dep, confirm):
         quiet_failure=True,
     )
     dep.use_outputs(dep.backend.create(dep.inputs, steps))
+    forget_host_keys(dep, dep.settings.replace)
     # A rebuilt server needs everything converge does again (keys, trees, states).
     outputs = converge(dep, always=bool(dep.settings.replace))
     return outputs
 
 
 # -- status / kubeconfig ---------------------------------------------------------------
-
-
-def last_highstates(master, ids, max_jobs=6):
-    """``{minion: {"jid", "result", "failed"}}`` from the master's job cache (newest first)."""
-    _, jobs = master.run("jobs.list_jobs", "search_function=state.highstate")
-    jids = sorted(jobs or {}, reverse=True)[:max_jobs]
-    found = {}
-    for jid, ret in master.lookup_jids(jids):
-        for minion, result in (ret or {}).items():
-            if minion in ids and minion not in found:
-                bad = failed_states(result) if isinstance(result, dict) else [("-", str(result))]
-                found[minion] = {
-                    "jid": jid,
-                    "result": "failed" if bad else "ok",
-                    "failed": len(bad),
-                }
-    return found
 
 
 def _kubernetes_members(master, first):
@@ -337,14 +406,11 @@ def status(dep):
     outputs = dep.require_outputs()
     ids = sorted(outputs["minions"])
     first = first_control_plane(outputs)
-    with dep.master() as master, ThreadPoolExecutor(3) as pool:
+    with dep.master() as master:
         keys = master.keys()
-        # Independent reads, each its own session on the one multiplexed connection.
-        pings = pool.submit(master.salt, ids, "test.ping", timeout=10)
-        highstates = pool.submit(last_highstates, master, ids)
-        k8s = pool.submit(_kubernetes_members, master, first)
-        pings, highstates = pings.result(), highstates.result()
-        dist_name, members, k8s_error = k8s.result()
+        answering, _ = master.answering(ids, timeout=STATUS_PING)
+        highstates = master.last_highstates(ids)
+        dist_name, members, k8s_error = _kubernetes_members(master, first)
     accepted = set(keys.get("minions", []))
     pending = set(keys.get("minions_pre", []))
     nodes = []
@@ -356,7 +422,7 @@ def status(dep):
             "role": info.get("role"),
             "private_ip": info.get("private_ip"),
             "key": "accepted" if mid in accepted else ("pending" if mid in pending else "missing"),
-            "reachable": pings.get(mid) is True,
+            "reachable": mid in answering,
             "last_highstate": highstates.get(mid, {"result": "unknown"}),
         }
         if mid in outputs["kubernetes_nodes"]:

@@ -33,13 +33,13 @@ run "microk8s_calico_vxlan" {
 
   assert {
     condition = module.nodes.cluster_rules == {
-      api             = { protocol = "tcp", min = 16443, max = 16443, source = var.private_cidr }
-      kubelet         = { protocol = "tcp", min = 10250, max = 10250, source = var.private_cidr }
-      "nodeports-tcp" = { protocol = "tcp", min = 30000, max = 32767, source = var.private_cidr }
-      "nodeports-udp" = { protocol = "udp", min = 30000, max = 32767, source = var.private_cidr }
-      dqlite          = { protocol = "tcp", min = 19001, max = 19001, source = var.private_cidr }
-      "cluster-agent" = { protocol = "tcp", min = 25000, max = 25000, source = var.private_cidr }
-      vxlan           = { protocol = "udp", min = 4789, max = 4789, source = var.private_cidr }
+      api             = { protocol = "tcp", min = 16443, max = 16443, source = "cluster nodes" }
+      kubelet         = { protocol = "tcp", min = 10250, max = 10250, source = "cluster nodes" }
+      "nodeports-tcp" = { protocol = "tcp", min = 30000, max = 32767, source = "cluster nodes" }
+      "nodeports-udp" = { protocol = "udp", min = 30000, max = 32767, source = "cluster nodes" }
+      dqlite          = { protocol = "tcp", min = 19001, max = 19001, source = "cluster nodes" }
+      "cluster-agent" = { protocol = "tcp", min = 25000, max = 25000, source = "cluster nodes" }
+      vxlan           = { protocol = "udp", min = 4789, max = 4789, source = "cluster nodes" }
     }
     error_message = "microk8s nodes take the API, kubelet, NodePorts, dqlite, the cluster agent and Calico's VXLAN (UDP 4789) from each other, nothing else"
   }
@@ -60,13 +60,13 @@ run "kubeadm_kube_router_routed" {
 
   assert {
     condition = module.nodes.cluster_rules == {
-      api              = { protocol = "tcp", min = 6443, max = 6443, source = var.private_cidr }
-      kubelet          = { protocol = "tcp", min = 10250, max = 10250, source = var.private_cidr }
-      "nodeports-tcp"  = { protocol = "tcp", min = 30000, max = 32767, source = var.private_cidr }
-      "nodeports-udp"  = { protocol = "udp", min = 30000, max = 32767, source = var.private_cidr }
-      etcd             = { protocol = "tcp", min = 2379, max = 2380, source = var.private_cidr }
-      bgp              = { protocol = "tcp", min = 179, max = 179, source = var.private_cidr }
-      "kube-router-hc" = { protocol = "tcp", min = 20244, max = 20244, source = var.private_cidr }
+      api              = { protocol = "tcp", min = 6443, max = 6443, source = "cluster nodes" }
+      kubelet          = { protocol = "tcp", min = 10250, max = 10250, source = "cluster nodes" }
+      "nodeports-tcp"  = { protocol = "tcp", min = 30000, max = 32767, source = "cluster nodes" }
+      "nodeports-udp"  = { protocol = "udp", min = 30000, max = 32767, source = "cluster nodes" }
+      etcd             = { protocol = "tcp", min = 2379, max = 2380, source = "cluster nodes" }
+      bgp              = { protocol = "tcp", min = 179, max = 179, source = "cluster nodes" }
+      "kube-router-hc" = { protocol = "tcp", min = 20244, max = 20244, source = "cluster nodes" }
       pods             = { protocol = null, min = null, max = null, source = var.pod_cidr }
     }
     error_message = "kubeadm nodes take the API, kubelet, NodePorts, etcd, kube-router's BGP and health port, and routed pod traffic from each other, nothing else"

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,81 @@ class Kos:
                 f"--- stdout\n{res.stdout}\n--- stderr\n{res.stderr}"
             )
         return res
+
+    def start(self, *args, env=None):
+        """The CLI in the background, as in a terminal: its own process group."""
+        return Running(
+            subprocess.Popen(
+                [sys.executable, "-m", "kos", *[str(a) for a in args]],
+                cwd=self.cwd,
+                env={**self.env, **(env or {})},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
+
+
+class Running:
+    """A kos command running in the background; its stderr is read as it comes."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.pid = proc.pid
+        self.lines = []
+        self.seen = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            with self.seen:
+                self.lines.append(line)
+                self.seen.notify_all()
+        with self.seen:
+            self.seen.notify_all()
+
+    @property
+    def stderr(self):
+        with self.seen:
+            return "".join(self.lines)
+
+    def _count(self, text, after):
+        lines = self.lines
+        if after is not None:
+            start = next((i for i, line in enumerate(lines) if after in line), len(lines))
+            lines = lines[start + 1 :]
+        return sum(text in line for line in lines)
+
+    def wait_for(self, text, count=1, after=None, timeout=600):
+        """
+        Block until ``text`` is on ``count`` lines of stderr (counting from the line that
+        holds ``after``, when given); fail if the command ends first.
+        """
+        deadline = time.monotonic() + timeout
+        with self.seen:
+            while self._count(text, after) < count:
+                if self.proc.poll() is not None and not self.reader.is_alive():
+                    raise AssertionError(f"kos ended before printing {text!r}:\n{self.stderr}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"kos did not print {text!r}:\n{''.join(self.lines)}")
+                self.seen.wait(min(left, 1))
+
+    def signal(self, signum):
+        """As a terminal does: to the whole foreground process group."""
+        os.killpg(self.pid, signum)
+
+    def wait(self, timeout=900):
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        self.reader.join(timeout=30)
+        self.stdout = self.proc.stdout.read()
+        return code
 
 
 @dataclass

@@ -17,6 +17,10 @@ sshd on :22 cannot get in the way; ``--ssh-port`` carries it):
 
 There is no bastion minion here: the bastion formula installs packages and iptables rules on
 the test machine. Its host is still the SSH hop.
+
+Safe operation (issue 16) runs here too: two converges at once, Ctrl-C and SIGTERM during the
+orchestration and the re-run, an orchestration started by hand on the master, a minion that
+is down (and ``--exclude``), a failing state reported with its ID and comment.
 """
 
 import json
@@ -26,6 +30,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -176,6 +181,11 @@ def srv(tmp_path_factory):
     d = tmp_path_factory.mktemp("kosbt-srv")
     for sub in ("salt", "pillar"):
         (d / sub).mkdir()
+    # an orchestration an operator might start by hand (a second file root kos leaves alone)
+    (d / "test" / "kostest").mkdir(parents=True)
+    (d / "test" / "kostest" / "slow.sls").write_text(
+        "kostest-slow:\n  salt.runner:\n    - name: test.sleep\n    - s_time: 30\n"
+    )
     return d
 
 
@@ -185,7 +195,7 @@ def master(salt_factories, lab, pillar_dir, srv):
         "kosbt-master",
         overrides={
             "interface": lab.gateway,
-            "file_roots": {"base": [str(srv / "salt")]},
+            "file_roots": {"base": [str(srv / "salt"), str(srv / "test")]},
             "pillar_roots": {"base": [str(srv / "pillar"), str(pillar_dir)]},
             "minion_data_cache": True,
             "timeout": 60,
@@ -370,6 +380,7 @@ def test_steps_are_recorded_without_secrets(converged, operator):
         "salt-trees": "done",
         "salt-pillar": "done",
         "salt-sync": "done",
+        "salt-master-config": "done",
         "orchestrate": "done",
     }
     text = json.dumps(doc)
@@ -430,6 +441,204 @@ def test_bad_pillar_fails_with_the_failing_state_comment(converged, operator, ou
     assert "pillar key 'microk8s:channel'" in res.stderr
     steps = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())["steps"]
     assert steps["orchestrate"]["status"] == "failed"
+
+
+# -- safe operation (issue 16) -------------------------------------------------------------
+
+# The orchestration's side of --exclude/--limit (salt/salt/orch/deploy.sls reads the pillar
+# keys kos passes); it lands separately from kos's side.
+FORMULA_EXCLUDES = "exclude" in (REPO / "salt" / "salt" / "orch" / "deploy.sls").read_text()
+
+
+def steps_of(operator, state_dir=".kos"):
+    return json.loads((operator.cwd / state_dir / "kosbt" / "steps.json").read_text())["steps"]
+
+
+def running_orchestrations(master):
+    jobs = master.salt_run_cli(timeout=120).run("jobs.master").data or []
+    return [j for j in jobs if j.get("fun") == "runner.state.orchestrate"]
+
+
+def test_two_converges_at_once_the_second_refuses_naming_the_first(
+    converged, operator, outputs, tmp_path
+):
+    lock = operator.cwd / ".kos" / "kosbt" / "lock"
+    # what a kos killed with SIGKILL leaves behind: a lock file that nobody holds
+    dead = {
+        "pid": 999999,
+        "host": "kos-gone",
+        "user": "root",
+        "command": "kos converge --outputs old.json",
+        "started": "2020-01-01T00:00:00Z",
+    }
+    lock.write_text(json.dumps(dead))
+    first = operator.start("converge", "--outputs", outputs["path"])
+    try:
+        first.wait_for("▶ salt-run state.orchestrate orch.deploy")
+        here = operator("converge", "--outputs", outputs["path"], check=11)
+        # another machine: its own state directory, the same salt master
+        elsewhere = operator(
+            "converge", "--outputs", outputs["path"], "--state-dir", tmp_path / "other", check=11
+        )
+    finally:
+        assert first.wait() == 0, first.stderr
+    assert (
+        "a kos run ended without releasing cluster kosbt's lock: `kos converge --outputs "
+        "old.json` (PID 999999 on host kos-gone, user root), started 2020-01-01T00:00:00Z; "
+        "taken over" in first.stderr
+    )
+    holder = f"(PID {first.pid} on host {os.uname().nodename}, user root), started "
+    assert "another kos run is working on cluster kosbt: `kos converge --outputs" in here.stderr
+    assert holder in here.stderr
+    assert "another kos run is working on this cluster (lock on the salt master)" in (
+        elsewhere.stderr
+    )
+    assert holder in elsewhere.stderr
+    assert not lock.exists()
+    assert not (tmp_path / "other" / "kosbt" / "steps.json").exists()
+
+
+def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
+    converged, operator, outputs, master
+):
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        run = operator.start("converge", "--outputs", outputs["path"])
+        # a minion answered the orchestration's first step (saltutil.sync_all): it runs
+        run.wait_for(": modules synced", after="▶ salt-run state.orchestrate orch.deploy")
+        run.signal(signum)
+        assert run.wait() == 130, run.stderr
+        assert "interrupted: orch.deploy stopped after step " in run.stderr
+        assert "nothing of it runs any more" in run.stderr
+        assert "cannot reach" not in run.stderr
+        # it stopped before the last step (the workers' highstate) instead of going on unseen
+        assert f"{fqdn('k8s-worker-1')}: highstate" not in run.stderr
+        assert steps_of(operator)["orchestrate"]["status"] == "interrupted"
+        assert running_orchestrations(master) == []
+    again = operator("converge", "--outputs", outputs["path"], timeout=1200, check=0)
+    assert f"{fqdn('k8s-worker-1')}: highstate ok" in again.stderr
+    assert steps_of(operator)["orchestrate"]["status"] == "done"
+
+
+def test_an_orchestration_running_on_the_master_keeps_kos_from_changing_anything(
+    converged, operator, outputs, master
+):
+    before = steps_of(operator)
+    by_hand = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "salt-run"),
+            "-c",
+            str(master.config_dir),
+            "state.orchestrate",
+            "kostest.slow",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (running := running_orchestrations(master)):
+            assert time.monotonic() < deadline, "the orchestration started by hand never ran"
+            time.sleep(0.5)
+        res = operator("converge", "--outputs", outputs["path"], check=11)
+    finally:
+        by_hand.wait(timeout=120)
+    assert "the salt master is already running an orchestration" in res.stderr
+    assert f"orchestration jid {running[0]['jid']} (state.orchestrate kostest.slow)" in res.stderr
+    assert steps_of(operator) == before
+
+
+def sync_jobs(master):
+    jobs = master.salt_run_cli(timeout=120).run(
+        "jobs.list_jobs", "search_function=saltutil.sync_all"
+    )
+    return set(jobs.data or {})
+
+
+@pytest.fixture
+def worker_down(minions):
+    factory = minions["factories"]["k8s-worker-1"]
+    factory.terminate()
+    yield fqdn("k8s-worker-1")
+    factory.start(start_timeout=300)
+
+
+def test_a_silent_minion_stops_the_run_before_anything_changes(
+    converged, operator, outputs, master, worker_down
+):
+    before, syncs = steps_of(operator), sync_jobs(master)
+    started = time.monotonic()
+    res = operator("converge", "--outputs", outputs["path"], check=6)
+    took = time.monotonic() - started
+    assert f"minions do not answer: {worker_down}; nothing was changed" in res.stderr
+    assert f"kos converge --exclude {worker_down}" in res.stderr
+    assert took < 120, took
+    after = steps_of(operator)
+    for name in ("salt-trees", "salt-pillar", "salt-sync", "orchestrate"):
+        assert after[name] == before[name], name
+    assert sync_jobs(master) == syncs
+
+
+def test_exclude_is_handed_to_the_orchestration(converged, operator, outputs, master):
+    worker = fqdn("k8s-worker-1")
+    since = time.time()
+    res = operator(
+        "converge", "--outputs", outputs["path"], "--exclude", worker, timeout=1200, check=0
+    )
+    # kos's side: not synced by kos, and handed to the orchestration as pillar
+    new_jobs = master.event_listener.get_events([(master.id, "salt/job/*/new")], after_time=since)
+    syncs = [
+        sorted(e.data["minions"]) for e in new_jobs if e.data.get("fun") == "saltutil.sync_all"
+    ]
+    # kos's own sync step (the orchestration runs one too: the formula decides whom it targets)
+    assert [fqdn("k8s-cp-1"), fqdn("salt")] in syncs
+    runs = master.event_listener.get_events([(master.id, "salt/run/*/new")], after_time=since)
+    orchestrations = [e.data for e in runs if e.data.get("fun") == "runner.state.orchestrate"]
+    assert [o["fun_args"][0] for o in orchestrations] == ["orch.deploy"]
+    assert orchestrations[0]["fun_args"][1]["pillar"] == {"exclude": [worker], "limit": []}
+    if FORMULA_EXCLUDES:
+        assert f"{worker}: highstate" not in res.stderr
+        assert f"{fqdn('k8s-cp-1')}: highstate ok" in res.stderr
+
+
+@pytest.mark.skipif(
+    not FORMULA_EXCLUDES, reason="orch.deploy does not read pillar exclude yet (formula side)"
+)
+def test_exclude_converges_the_others_while_one_is_down(converged, operator, outputs, worker_down):
+    res = operator(
+        "converge", "--outputs", outputs["path"], "--exclude", worker_down, timeout=1200, check=0
+    )
+    assert f"{fqdn('k8s-cp-1')}: highstate ok" in res.stderr
+    assert f"{worker_down}: highstate" not in res.stderr
+
+
+def test_bad_options_name_the_minions_and_change_nothing(converged, operator, outputs):
+    before = steps_of(operator)
+    res = operator("converge", "--outputs", outputs["path"], "--limit", "k8s-nope", check=3)
+    assert "--limit k8s-nope: not a minion of this cluster" in res.stderr
+    assert fqdn("k8s-worker-1") in res.stderr
+    assert steps_of(operator) == before
+
+
+def test_a_failing_state_is_reported_with_its_id_and_comment(
+    converged, operator, outputs, pillar_dir, roots
+):
+    layer = pillar_dir / "minions" / DOMAIN_SLS / "k8s-worker-1.sls"
+    good = layer.read_text()
+    doc = yaml.safe_load(good)
+    missing = roots / "k8s-worker-1" / "no-such-dir" / "hosts"
+    doc["core"]["hosts_file"] = str(missing)
+    layer.write_text(yaml.safe_dump(doc))
+    try:
+        res = operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
+    finally:
+        layer.write_text(good)
+    assert "orch.deploy failed at kos-orch-deploy-workers" in res.stderr
+    assert (
+        f"{fqdn('k8s-worker-1')}: core-hosts-file-blockreplace (core.hosts): {missing}: "
+        "file not found" in res.stderr
+    )
+    assert "-: False" not in res.stderr
+    assert steps_of(operator)["orchestrate"]["status"] == "failed"
 
 
 def test_drain_removes_nodes_from_kubernetes(converged, operator, outputs, master, monkeypatch):

@@ -3,6 +3,13 @@
 good project and for each way the inputs or the project can be wrong. Bad input always
 ends in one error naming the variable or check and its fix, with nothing written to the
 cloud and nothing left in the working directory.
+
+The same checks run against the real OpenStack of the rehearsal cloud in
+tests/e2e/test_local_cloud.py (an unknown image and flavor, the project's real quotas, a
+rejected application credential). The double stays here for what the real cloud cannot
+serve in this fast suite: a cloud in seconds instead of minutes and 4 GiB; every request
+logged, so "nothing was written" and "no request before validation" are asserted per call;
+quotas, usage and Keystone failures (an openrc, a wrong password) set at will per test.
 """
 
 import json

@@ -11,7 +11,6 @@ consoles, and from inside the hosts' network namespaces.
 """
 
 import json
-import os
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -73,14 +72,13 @@ class LocalCluster:
     def state(self):
         return self.kos.cwd / ".kos" / self.name
 
-    def env(self):
-        return {**self.kos.env, "OS_CLOUD": f"kos-local-{self.name}"}
-
     def conn(self):
-        import openstack
+        """openstacksdk with the clouds.yaml entry kos wrote (the deployment's credential)."""
+        from openstack import config, connection
 
-        with _environ(self.env()):
-            return openstack.connect(cloud=f"kos-local-{self.name}", load_envvars=False)
+        files = [str(Path(self.kos.env["XDG_CONFIG_HOME"]) / "openstack" / "clouds.yaml")]
+        cloud = config.OpenStackConfig(config_files=files, load_envvars=False)
+        return connection.Connection(config=cloud.get_one(cloud=f"kos-local-{self.name}"))
 
     def outputs(self):
         """``terraform output -json``, values only, from kos's working copy."""
@@ -105,19 +103,6 @@ class LocalCluster:
 
     def hostnames(self):
         return [m["hostname"] for m in self.outputs()["minions"].values()]
-
-
-class _environ:
-    def __init__(self, env):
-        self.env, self.saved = env, None
-
-    def __enter__(self):
-        self.saved = dict(os.environ)
-        os.environ.update({k: v for k, v in self.env.items() if k.startswith(("OS_", "XDG_"))})
-
-    def __exit__(self, *exc):
-        os.environ.clear()
-        os.environ.update(self.saved)
 
 
 def leftovers(cluster_name, state):

@@ -48,6 +48,14 @@ system_info:
   network:
     renderers: [networkd]
 """
+# cloud-init's units never time out (TimeoutSec=0). Under load, a container's systemd can
+# miss the notice that a finished unit's cgroup is empty and wait in "deactivating" for
+# ever, holding cloud-final (and the first boot) back: give the stop a bound.
+CLOUD_INIT_UNITS = ("cloud-init-local", "cloud-init", "cloud-config", "cloud-final")
+CLOUD_INIT_DROPIN = """\
+[Service]
+TimeoutStopSec=20s
+"""
 SALT_UNIT = """\
 # As salt-bootstrap installs it; the rehearsal cloud's Salt is the project's virtualenv.
 [Unit]
@@ -76,6 +84,15 @@ def _base_steps(build):
 def _host_steps(build):
     with build.stage("cloud-init, salt units"):
         build.write("/etc/cloud/cloud.cfg.d/90-kos-rehearsal.cfg", CLOUD_CFG)
+        for unit in CLOUD_INIT_UNITS:
+            build.write(f"/etc/systemd/system/{unit}.service.d/kos-stop-timeout.conf",
+                        CLOUD_INIT_DROPIN)
+        # cloud-init's locale module sets Debian's default, en_US.UTF-8, as a cloud image
+        # has it generated; without it the module (and cloud-config.service) fails.
+        locale_gen = build.root / "etc/locale.gen"
+        locale_gen.write_text(locale_gen.read_text().replace("# en_US.UTF-8 UTF-8",
+                                                             "en_US.UTF-8 UTF-8"))
+        build.run("chroot", str(build.root), "locale-gen")
         for name, title, kill in (("salt-minion", "Minion", "process"),
                                   ("salt-master", "Master", "control-group")):
             build.write(f"/lib/systemd/system/{name}.service",

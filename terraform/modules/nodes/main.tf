@@ -115,13 +115,15 @@ resource "openstack_networking_secgroup_rule_v2" "cluster" {
   for_each = local.cluster_ports
 
   security_group_id = openstack_networking_secgroup_v2.cluster.id
-  description       = "${each.value.description} from the private network"
+  description       = "${each.value.description} from the cluster's nodes"
   direction         = "ingress"
   ethertype         = "IPv4"
   protocol          = each.value.protocol
   port_range_min    = each.value.min
   port_range_max    = each.value.max
-  remote_ip_prefix  = var.private_cidr
+  # The nodes' own group, not the private network: the salt master and the bastion sit
+  # in that network too, and have no business with etcd, the kubelet or the API.
+  remote_group_id = openstack_networking_secgroup_v2.cluster.id
 }
 
 resource "openstack_networking_secgroup_rule_v2" "ssh" {

@@ -35,10 +35,11 @@ output "ports" {
 }
 
 output "cluster_rules" {
-  description = "What the cluster security group lets in, by rule name: protocol (null: any), port range and source."
+  description = "What the cluster security group lets in, by rule name: protocol (null: any), port range and source (cluster nodes: the members of the group itself)."
   value = merge(
     { for name, rule in openstack_networking_secgroup_rule_v2.cluster : name => {
-      protocol = rule.protocol, min = rule.port_range_min, max = rule.port_range_max, source = rule.remote_ip_prefix
+      protocol = rule.protocol, min = rule.port_range_min, max = rule.port_range_max,
+      source   = rule.remote_group_id == openstack_networking_secgroup_v2.cluster.id ? "cluster nodes" : rule.remote_ip_prefix
     } },
     { for rule in openstack_networking_secgroup_rule_v2.pods : "pods" => {
       protocol = null, min = null, max = null, source = rule.remote_ip_prefix

@@ -97,16 +97,40 @@ class Cloud:
         if self.machine.start(net.cloud_ns(self.cluster), extra=["--resolv-conf=delete",
                                                                   f"--hostname={config.HOST}"]):
             ui.detail(f"cloud {self.machine.name} booting (console: {self.machine.console})")
+        try:
+            self._bring_up(rec, plan)
+        except BaseException:
+            # Nothing half-made stays running; the disk stays for its logs and the re-run.
+            self.machine.stop()
+            raise
+        seed.offer(self._admin(rec), plan, host_image)
+        tenant = tenant_name or self.cluster
+        entry = self._clouds_entry()
+        if entry is None or not self._credential_works(entry):
+            password = _secrets.token_urlsafe(24)
+            seed.tenant(self._admin(rec), tenant, password)
+            cred_id, secret = seed.application_credential(self.auth_url(), tenant, password)
+            self._write_clouds_entry(cred_id, secret)
+        return self.name
+
+    def _admin(self, rec):
+        return seed.connect(self.auth_url(), rec["passwords"]["admin"])
+
+    def _bring_up(self, rec, plan):
+        """Keystone bootstrapped, the catalog in place, every service up."""
         self._wait_http(f"http://{plan.mgmt_cloud}:5000/v3", "Keystone")
         passwords = rec["passwords"]
         if not rec.get("bootstrapped"):
+            # The password goes in on stdin, never on a command line.
             self.machine.run(
-                "runuser", "-u", "keystone", "--", "keystone-manage", "bootstrap",
-                "--bootstrap-password", passwords["admin"],
+                "runuser", "-u", "keystone", "--", "sh", "-c",
+                'read -r OS_BOOTSTRAP_PASSWORD && export OS_BOOTSTRAP_PASSWORD && '
+                'exec keystone-manage bootstrap "$@"', "keystone-manage",
                 "--bootstrap-admin-url", config.KEYSTONE_INTERNAL,
                 "--bootstrap-internal-url", config.KEYSTONE_INTERNAL,
                 "--bootstrap-public-url", f"http://{plan.mgmt_cloud}:5000/v3",
                 "--bootstrap-region-id", config.REGION, timeout=120,
+                input=passwords["admin"] + "\n",
             )
             rec["bootstrapped"] = True
             self._save(rec)
@@ -115,20 +139,10 @@ class Cloud:
                          passwords)
             rec["catalog"] = True
             self._save(rec)
-        # A connection reads the catalog once: this one must see the whole of it.
-        admin = seed.connect(self.auth_url(), passwords["admin"])
         self.machine.run("systemctl", "enable", image.TARGET, check=False)
         self.machine.run("systemctl", "start", "--no-block", image.TARGET)
-        seed.wait_services(admin)
-        seed.offer(admin, plan, host_image)
-        tenant = tenant_name or self.cluster
-        entry = self._clouds_entry()
-        if entry is None or not self._credential_works(entry):
-            password = _secrets.token_urlsafe(24)
-            seed.tenant(admin, tenant, password)
-            cred_id, secret = seed.application_credential(self.auth_url(), tenant, password)
-            self._write_clouds_entry(cred_id, secret)
-        return self.name
+        # A connection reads the catalog once: this one must see the whole of it.
+        seed.wait_services(self._admin(rec))
 
     def _first_configuration(self, plan, lower):
         """This cloud's own passwords and addresses, written into its disk before it boots."""

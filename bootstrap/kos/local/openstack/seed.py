@@ -89,7 +89,7 @@ def _find_or(found, create):
 
 def wait_services(conn, timeout=600):
     """Until Nova has a hypervisor in Placement, Neutron's agents are alive and
-    cinder-volume is up: then a server and its volume can be built."""
+    Cinder's scheduler knows cinder-volume's pool: then a server and its volume can be built."""
     deadline = time.monotonic() + timeout
     missing = ["everything"]
     while time.monotonic() < deadline:
@@ -107,6 +107,10 @@ def wait_services(conn, timeout=600):
             volumes = [s for s in conn.block_storage.services() if s.binary == "cinder-volume"]
             if not any(s.state == "up" for s in volumes):
                 missing.append("cinder-volume")
+            elif not list(conn.block_storage.backend_pools()):
+                # "up" comes from the service's heartbeat; the scheduler places volumes
+                # only once the backend has reported its capabilities ("No valid backend")
+                missing.append("cinder-volume's pool in the scheduler")
         except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
             # services still starting answer 5xx or refuse connections
             missing.append(f"API ({type(exc).__name__}: {str(exc)[:160]})")

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""
+Rehearsal-cloud figures (not a test: it prints figures and never fails on a time).
+
+One ``kos up --cloud local`` of examples/local.tfvars (1 control plane + 2 workers,
+microk8s) in a scratch directory, then ``kos down``. Printed, and written as JSON to
+bench/results/cloud-<time>.json:
+
+  images      building the cloud's and the hosts' images (0 when cached; with --fresh the
+              cache is a new empty directory, so every build counts, the provider's too)
+  cloud       bringing the cloud up: boot, Keystone bootstrap, catalog, services, seeding
+  apply       terraform apply of terraform/ against it (the real provider)
+  first boot  every server's cloud-init, read from the consoles
+  converge    keys, trees, sync, master configuration, orch.deploy
+  up total    the whole kos up
+  down        kos down (the cluster, then the cloud)
+  memory      the cloud's processes once the cluster converged: RSS summed, and PSS (shared
+              pages counted once, in proportion), and the machine's peak (MemTotal -
+              MemAvailable) over the whole run
+
+Needs root. Run: sudo .venv/bin/python bench/cloud.py [--fresh]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bootstrap"))
+
+from converge import MemoryPeak  # noqa: E402 - the same sampler as the converge bench
+from kos.local import hosts, net  # noqa: E402
+
+CLUSTER = "kosbenchc"
+PHASES = {
+    "cloud": ("local-cloud",),
+    "apply": ("terraform-init", "terraform-apply"),
+    "first boot": ("first-boot",),
+    "converge": ("salt-keys", "salt-trees", "salt-pillar", "salt-sync", "salt-master-config",
+                 "orchestrate"),
+}
+
+
+def cloud_memory(cluster):
+    """RSS and PSS (MiB) of every process of the cloud machine (its PID namespace)."""
+    machine = hosts.Machine(net.cloud_ns(cluster), "/nonexistent")
+    pid1 = machine.pid1()
+    if not pid1:
+        return None
+    ns = os.readlink(f"/proc/{pid1}/ns/pid")
+    rss = pss = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.readlink(proc / "ns" / "pid") != ns:
+                continue
+            for line in (proc / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except OSError:
+            continue
+    return {"rss_mib": rss // 1024, "pss_mib": pss // 1024}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fresh", action="store_true",
+                        help="build every image (and the provider) into an empty cache")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kos-bench-cloud-"))
+    key = work / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    agent = subprocess.run(["ssh-agent", "-a", str(work / "agent.sock")], capture_output=True,
+                           text=True, check=True).stdout
+    agent_pid = int(agent.split("SSH_AGENT_PID=")[1].split(";")[0])
+    env = dict(os.environ, SSH_AUTH_SOCK=str(work / "agent.sock"), XDG_CONFIG_HOME=str(work))
+    env["PYTHONPATH"] = str(REPO / "bootstrap")
+    if args.fresh:
+        env["XDG_CACHE_HOME"] = str(work / "cache")
+    subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True)
+    values = work / "bench.tfvars.json"
+    values.write_text(json.dumps({
+        "cluster_name": CLUSTER, "ssh_public_keys": [(work / "id_ed25519.pub").read_text().strip()],
+    }))
+    kos = [sys.executable, "-m", "kos"]
+    common = ["--cloud", "local", "--var-file", str(REPO / "examples" / "local.tfvars"),
+              "--var-file", str(values)]
+    peak = MemoryPeak()
+    peak.start()
+    result = {"fresh": args.fresh, "cluster": "1 control plane + 2 workers, microk8s"}
+    try:
+        started = time.monotonic()
+        up = subprocess.run([*kos, "up", *common, "--yes"], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        result["up_total_s"] = round(time.monotonic() - started, 1)
+        result["up_exit"] = up.returncode
+        if up.returncode != 0:
+            result["error"] = up.stderr[-2000:]
+        result["memory"] = cloud_memory(CLUSTER)
+        steps = json.loads((work / ".kos" / CLUSTER / "steps.json").read_text())["steps"]
+        images = [line for line in up.stderr.splitlines() if " built in " in line]
+        result["images_built"] = images
+        for phase, names in PHASES.items():
+            result[f"{phase}_s"] = round(sum(steps.get(n, {}).get("seconds") or 0 for n in names), 1)
+    finally:
+        started = time.monotonic()
+        down = subprocess.run([*kos, "down", *common, "--yes"], cwd=work, env=env,
+                              capture_output=True, text=True)
+        result["down_s"] = round(time.monotonic() - started, 1)
+        result["down_exit"] = down.returncode
+        peak.stop.set()
+        result["machine_peak_mib"] = peak.peak
+        os.kill(agent_pid, 15)
+    print(f"rehearsal cloud ({'fresh cache' if args.fresh else 'cached images'}), "
+          f"{result['cluster']}:")
+    for name in ("cloud_s", "apply_s", "first boot_s", "converge_s", "up_total_s", "down_s"):
+        print(f"  {name[:-2]:<12} {result.get(name, '-'):>8} s")
+    for line in result.get("images_built", []):
+        print(f"  {line.strip()}")
+    mem = result.get("memory") or {}
+    print(f"  cloud memory: RSS {mem.get('rss_mib', '-')} MiB summed, PSS {mem.get('pss_mib', '-')} MiB; "
+          f"machine peak {result['machine_peak_mib']} MiB")
+    out = REPO / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"cloud-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"  JSON: {path}")
+    return 0 if result.get("up_exit") == 0 and result.get("down_exit") == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,561 @@
+"""
+kos's channel to Salt (``kos/onmaster.py`` and ``kos.salt.Channel``) against a real
+salt-master and salt-minion on loopback, without SSH: the session's transport is a local
+process started exactly as the SSH session starts it (the same prelude, loader and program).
+The SSH path, the CLI and the locks across runs are in test_converge.py.
+
+Also here, without daemons: the prelude's interpreter search for each way Salt is installed,
+the run lock across processes, and the Salt bug behind issue 16's bare-number failure.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kos import errors
+from kos.onmaster import FileLock, Locked, step_summary
+from kos.salt import PRELUDE, Channel, SaltMaster, orchestration_failures
+
+BIN = Path(sys.executable).parent
+MINION = "kosch-minion"
+SECRET = "kos-test-secret-4f1c"
+
+
+class LocalSession:
+    """The master's side of an SSH session, run here: what ``Ssh.popen`` gives Channel."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def popen(self, args, sudo=True, binary=False, stderr=False):
+        return subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if stderr else subprocess.DEVNULL,
+            env=self.env,
+            start_new_session=True,
+        )
+
+
+# -- the prelude: which Python runs Salt -----------------------------------------------------
+
+
+def run_prelude(path, loader="import sys; print(sys.executable)"):
+    return subprocess.run(
+        ["sh", "-c", PRELUDE, "kos-salt-channel", loader],
+        env={"PATH": f"{path}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_prelude_finds_the_python_of_a_virtualenv_or_package_shebang(tmp_path):
+    # this project's virtualenv: salt-run starts with "#!<venv>/bin/python3.x"
+    res = run_prelude(BIN)
+    assert res.returncode == 0, res.stderr
+    assert Path(res.stdout.strip()).parent == BIN
+
+
+def test_prelude_follows_env_shebangs(tmp_path):
+    (tmp_path / "python3").symlink_to(sys.executable)
+    script = tmp_path / "salt-run"
+    script.write_text("#!/usr/bin/env python3\nimport salt.scripts\n")
+    script.chmod(0o755)
+    res = run_prelude(tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(tmp_path / "python3")
+
+
+def test_prelude_finds_the_python_of_a_relenv_onedir(tmp_path):
+    # salt-bootstrap's onedir: /usr/bin/salt-run -> /opt/saltstack/salt/salt-run, a
+    # sh/python polyglot (relenv's SHEBANG_TPL_LINUX) that execs bin/python3.10 beside it
+    onedir = tmp_path / "opt" / "saltstack" / "salt"
+    (onedir / "bin").mkdir(parents=True)
+    (onedir / "bin" / "python3.10").symlink_to(sys.executable)
+    launcher = onedir / "salt-run"
+    launcher.write_text(
+        "#!/bin/sh\n"
+        "\"true\" ''''\n"
+        '"exec" "$(dirname "$(readlink -f "$0")")/bin/python3.10" "$0" "$@"\n'
+        "'''\n"
+        "import salt.scripts\n"
+    )
+    launcher.chmod(0o755)
+    usr_bin = tmp_path / "usr" / "bin"
+    usr_bin.mkdir(parents=True)
+    (usr_bin / "salt-run").symlink_to(launcher)
+    res = run_prelude(usr_bin)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(onedir / "bin" / "python3.10")
+
+
+def test_prelude_without_salt_says_so(tmp_path):
+    res = run_prelude(tmp_path)
+    assert res.returncode == 127
+    assert "no salt-run with a Python interpreter here" in res.stderr
+
+
+# -- the run lock ----------------------------------------------------------------------------
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from kos.onmaster import FileLock
+    FileLock(sys.argv[1]).acquire({"pid": 4242, "command": "kos converge"})
+    print("locked", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_lock_names_its_holder_and_a_dead_holders_lock_is_taken_over(tmp_path):
+    path = str(tmp_path / "lock")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "bootstrap")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, path], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(Locked) as held:
+            FileLock(path).acquire({"pid": os.getpid()})
+        assert held.value.holder == {"pid": 4242, "command": "kos converge"}
+    finally:
+        proc.kill()
+        proc.wait()
+    # killed without releasing: the file still names it, but nobody holds the lock
+    lock = FileLock(path)
+    assert lock.acquire({"pid": os.getpid()}) == {"pid": 4242, "command": "kos converge"}
+    assert json.loads(Path(path).read_text()) == {"pid": os.getpid()}
+    lock.release()
+    assert not Path(path).exists()
+
+
+# -- issue 16: "orchestration: -: 140641998609280" ------------------------------------------
+
+RACE = textwrap.dedent(
+    """
+    import gc, sys, weakref
+    if sys.argv[1] == "mended":
+        from kos.onmaster import mend_safe_opts_copy
+        assert mend_safe_opts_copy()
+    import salt.utils.optsdict as optsdict
+
+    found = weakref.WeakValueDictionary.__contains__.__code__
+
+    def collect_between_the_lookups(frame, event, arg):
+        # The collector runs in whichever thread allocates; here it runs exactly between
+        # safe_opts_copy's `id(opts) in _dict_to_root` and `_dict_to_root[id(opts)]`.
+        if event == "return" and frame.f_code is found and arg is True:
+            gc.collect()
+
+    opts = {"id": "kos"}
+    # an earlier loader's opts copy, now garbage in a reference cycle: only the cyclic
+    # collector frees it, and with it the root that safe_opts_copy finds for opts
+    cycle = {"copy": optsdict.safe_opts_copy(opts, name="kos")}
+    cycle["self"] = cycle
+    del cycle
+    sys.setprofile(collect_between_the_lookups)
+    try:
+        optsdict.safe_opts_copy(opts, name="kos")
+    except KeyError as exc:
+        print(f"KeyError: {exc}")
+    else:
+        print("no error")
+    finally:
+        sys.setprofile(None)
+    """
+)
+
+
+@pytest.mark.parametrize("process", ["plain", "mended"])
+def test_the_salt_race_behind_the_bare_number(process):
+    """
+    Issue 16's "orch.deploy failed at kos-orch-deploy-sync / orchestration: -:
+    140641998609280": Salt 3008's safe_opts_copy raises KeyError(<object id>) when the
+    garbage collector frees an opts root between its two lookups, and salt.function turns
+    the exception into its str, a bare number, as the step's comment. Reproduced here
+    deterministically; the channel's process (which runs the orchestration) is mended.
+    """
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "bootstrap")}
+    res = subprocess.run(
+        [sys.executable, "-c", RACE, process], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    if process == "plain":
+        # Salt as installed: if this starts failing, Salt fixed it and the mend can go
+        assert re.fullmatch(r"KeyError: [0-9]+", res.stdout.strip()), res.stdout
+    else:
+        assert res.stdout.strip() == "no error"
+
+
+def test_a_bare_number_from_salt_is_reported_as_what_it_is():
+    # what salt.function returns when saltutil.cmd raised KeyError(140641998609280)
+    step = {
+        "__id__": "kos-orch-deploy-sync",
+        "name": "saltutil.sync_all",
+        "result": False,
+        "comment": "140641998609280",
+        "changes": {},
+        "__run_num__": 0,
+    }
+    summary = step_summary("salt_|-kos-orch-deploy-sync_|-saltutil.sync_all_|-function", step)
+    failures, _ = orchestration_failures([summary])
+    assert failures == [
+        (
+            "kos-orch-deploy-sync",
+            "kos-orch-deploy-sync (saltutil.sync_all): Salt raised an exception whose message "
+            "is only '140641998609280' inside the orchestration (no minion was asked)",
+        )
+    ]
+
+
+# -- against a real master and minion --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def state_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kosch-states")
+    target = tmp_path_factory.mktemp("kosch-files")
+    files = {
+        "kostest/steps.sls": f"""
+            kostest-first:
+              salt.function:
+                - name: test.sleep
+                - tgt: {MINION}
+                - arg: [4]
+            kostest-second:
+              salt.function:
+                - name: test.true
+                - tgt: {MINION}
+            kostest-third:
+              salt.function:
+                - name: test.true
+                - tgt: {MINION}
+            """,
+        "kostest/fails.sls": f"""
+            kostest-highstate:
+              salt.state:
+                - tgt: {MINION}
+                - sls: kostest.broken
+            kostest-false:
+              salt.function:
+                - name: test.false
+                - tgt: {MINION}
+            kostest-after:
+              salt.function:
+                - name: test.true
+                - tgt: {MINION}
+                - require:
+                  - salt: kostest-highstate
+            """,
+        "kostest/broken.sls": f"""
+            kostest-good:
+              test.succeed_without_changes: []
+            kostest-broken:
+              file.managed:
+                - name: {target}/no-such-dir/file
+                - contents: x
+                - makedirs: False
+            kostest-needs-broken:
+              test.succeed_without_changes:
+                - require:
+                  - file: kostest-broken
+            """,
+        "kostest/secret.sls": f"""
+            kostest-secret:
+              salt.state:
+                - tgt: {MINION}
+                - sls: kostest.echo
+            """,
+        "top.sls": """
+            base:
+              '*':
+                - kostest.fine
+            """,
+        "kostest/fine.sls": """
+            kostest-fine:
+              test.succeed_without_changes: []
+            kostest-changed:
+              test.succeed_with_changes: []
+            """,
+        "kostest/echo.sls": f"""
+            kostest-echo:
+              cmd.run:
+                - name: echo {SECRET}
+            """,
+    }
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture(scope="module")
+def master(salt_factories, state_tree):
+    factory = salt_factories.salt_master_daemon(
+        "kosch-master", overrides={"file_roots": {"base": [str(state_tree)]}, "timeout": 30}
+    )
+    with factory.started(start_timeout=120):
+        yield factory
+    shutil.rmtree(factory.config["root_dir"], ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def minion(master):
+    factory = master.salt_minion_daemon(MINION)
+    with factory.started(start_timeout=120):
+        yield factory
+    shutil.rmtree(factory.config["root_dir"], ignore_errors=True)
+
+
+@pytest.fixture
+def session(master, minion):
+    return LocalSession(
+        {"PATH": f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin", "SALT_MASTER_CONFIG": master.config_file}
+    )
+
+
+@pytest.fixture
+def channel(session):
+    ch = Channel(session).open()
+    yield ch
+    ch.close()
+
+
+def test_ready_names_salt_and_the_master(channel):
+    assert channel.info["salt"].startswith("3")
+    assert channel.info["master"]
+    assert channel.info["mended"] is True
+
+
+def test_cmd_streams_the_job_and_each_return(channel):
+    events = []
+    result = channel.request(
+        "cmd",
+        on_event=events.append,
+        tgt=[MINION, "kosch-nobody"],
+        fun="test.arg",
+        arg=["a", "kos=1"],
+        timeout=10,
+    )
+    job = [e for e in events if e["event"] == "job"]
+    returns = [e for e in events if e["event"] == "return"]
+    assert [j["jid"] for j in job] == [result["jid"]]
+    assert [(r["minion"], r["success"]) for r in returns] == [(MINION, True)]
+    # "key=value" is a keyword argument, as on the salt command line
+    assert returns[0]["return"]["args"] == ["a"] and returns[0]["return"]["kwargs"]["kos"] == 1
+    assert result["silent"] == ["kosch-nobody"]
+
+
+def test_answering_names_the_silent(channel):
+    res = channel.request("answering", minions=[MINION, "kosch-nobody"], timeout=3)
+    assert res == {"answering": [MINION], "silent": ["kosch-nobody"]}
+
+
+def test_keys_are_listed_through_the_wheel(channel):
+    keys = channel.request("keys")
+    assert keys["minions"] == [MINION]
+
+
+def test_last_highstates_are_summarized_from_the_job_cache(channel):
+    ran = channel.request("cmd", tgt=[MINION], fun="state.highstate", timeout=60)
+    last = channel.request("last_highstates", minions=[MINION, "kosch-nobody"])
+    assert list(last) == [MINION]
+    assert last[MINION]["jid"] == ran["jid"]
+    assert (last[MINION]["result"], last[MINION]["states"], last[MINION]["failed"]) == ("ok", 2, 0)
+
+
+def test_orchestration_failures_carry_state_ids_and_comments(channel):
+    events = []
+    summary = channel.request("orchestrate", on_event=events.append, sls="kostest.fails", pillar={})
+    steps = {s["id"]: s for s in summary["steps"]}
+    assert steps["kostest-highstate"]["result"] is False
+    failed = steps["kostest-highstate"]["minions"][MINION]["failed"]
+    assert [(f["id"], f["requisite"]) for f in failed] == [
+        ("kostest-broken", False),
+        ("kostest-needs-broken", True),
+    ]
+    assert "Parent directory not present" in failed[0]["comment"]
+    failures, not_run = orchestration_failures(summary["steps"])
+    lines = [line for _, line in failures]
+    assert lines[0].startswith(f"{MINION}: kostest-broken (kostest.broken): ")
+    assert f"{MINION}: test.false returned False (the minion gave no reason)" in lines
+    assert not_run == ["kostest-after"]
+    assert not any(line.endswith(": False") or "-: " in line for line in lines)
+    # each job the steps published was streamed, and the state run's result as it came
+    assert [e["fun"] for e in events if e["event"] == "job"] == [
+        "state.orchestrate",
+        "state.sls",
+        "test.false",
+    ]
+    streamed = [e for e in events if e["event"] == "return" and e["fun"] == "state.sls"]
+    assert [e["summary"] for e in streamed] == [steps["kostest-highstate"]["minions"][MINION]]
+
+
+def test_returns_that_may_carry_secrets_stay_on_the_master(session):
+    lines = []
+    ch = Channel(session).open()
+    read = ch._next
+
+    def keep(what):
+        event = read(what)
+        lines.append(json.dumps(event))
+        return event
+
+    ch._next = keep
+    try:
+        summary = ch.request("orchestrate", sls="kostest.secret", pillar={})
+    finally:
+        ch.close()
+    assert [s["result"] for s in summary["steps"]] == [True]
+    assert any('"event": "return"' in line for line in lines)
+    assert not any(SECRET in line for line in lines)
+
+
+def test_a_cancelled_orchestration_stops_after_its_running_step(channel):
+    events, cancelled = [], []
+
+    def cancel_when_the_first_step_runs(event):
+        events.append(event)
+        if event["event"] == "job" and event["fun"] == "test.sleep" and not cancelled:
+            channel._send({"op": "cancel", "id": event["id"]})
+            cancelled.append(time.monotonic())
+
+    summary = channel.request(
+        "orchestrate", on_event=cancel_when_the_first_step_runs, sls="kostest.steps", pillar={}
+    )
+    assert cancelled
+    assert summary["stopped"] is True and summary["cancelled"] is True
+    assert [s["id"] for s in summary["steps"]] == ["kostest-first"]
+    assert summary["steps"][0]["result"] is True  # waited for, not cut short
+    assert summary["total"] == 3
+    assert summary["not_run"] == ["kostest-second", "kostest-third"]
+    # and the channel serves the next request
+    assert channel.request("keys")["minions"] == [MINION]
+
+
+# What Salt prints on stderr while an orchestration runs (a client's event bus collected
+# without destroy()), as ``salt-run state.orch`` printed it: log noise, not a failure.
+NOISE = [
+    "[WARNING ] unclosed MasterEvent <salt.utils.event.MasterEvent object at 0x7f3c2c1d0>; "
+    "call ``destroy()`` or use as a context manager",
+    "unclosed RunnerClient <salt.runner.RunnerClient object at 0x7f3c2c1d1>; call "
+    "``destroy()`` or use as a context manager",
+    "/opt/saltstack/salt/lib/python3.10/site-packages/salt/utils/event.py:309: "
+    "ResourceWarning: unclosed MasterEvent",
+    "  warnings.warn(",
+]
+
+
+class NoisySession(LocalSession):
+    """A master whose session prints Salt's log noise on stderr (and once on stdout)."""
+
+    def popen(self, args, sudo=True, binary=False, stderr=False):
+        noise = "; ".join(f"echo {shlex.quote(line)} >&2" for line in NOISE)
+        wrapper = f'{noise}; echo {shlex.quote(NOISE[0])}; exec "$@"'
+        return super().popen(["sh", "-c", wrapper, "noisy", *args], sudo, binary, stderr)
+
+
+def test_salt_log_noise_on_stderr_is_noise_not_a_failure(session):
+    noisy = NoisySession(session.env)
+    ch = Channel(noisy).open()
+    try:
+        summary = ch.request("orchestrate", sls="kostest.secret", pillar={})
+        assert [s["result"] for s in summary["steps"]] == [True]
+        assert ch.request("cmd", tgt=[MINION], fun="test.ping", timeout=10)["silent"] == []
+        # the master's side dies: kos says its channel ended, not that SSH failed, and the
+        # noise does not stand in for a reason
+        os.kill(ch.info["pid"], signal.SIGKILL)
+        with pytest.raises(errors.ConvergeError) as ended:
+            ch.request("keys")
+    finally:
+        ch.close()
+    assert "kos's channel on the salt master ended while keys" in ended.value.problem
+    assert "SSH" not in str(ended.value)
+    assert not any("unclosed" in line or "warn" in line for line in ended.value.details), (
+        ended.value.details
+    )
+
+
+def test_one_orchestration_and_one_lock_holder_at_a_time(session):
+    first, second = Channel(session).open(), Channel(session).open()
+    try:
+        assert first.request("lock", cluster="kosch", holder={"pid": 1, "command": "kos up"})
+        with pytest.raises(errors.Locked) as locked:
+            second.request("lock", cluster="kosch", holder={"pid": 2})
+        assert "`kos up` (PID 1" in locked.value.problem
+
+        started = threading.Event()
+        done = {}
+
+        def run():
+            done["summary"] = first.request(
+                "orchestrate",
+                on_event=lambda e: e.get("fun") == "test.sleep" and started.set(),
+                sls="kostest.steps",
+                pillar={},
+            )
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert started.wait(60)
+        with pytest.raises(errors.Locked) as busy:
+            second.request("orchestrate", sls="kostest.steps", pillar={})
+        assert "already running an orchestration" in busy.value.problem
+        assert "kostest.steps" in "\n".join(busy.value.details)
+        thread.join(120)
+        assert [s["id"] for s in done["summary"]["steps"]] == [
+            "kostest-first",
+            "kostest-second",
+            "kostest-third",
+        ]
+    finally:
+        first.close()
+        second.close()
+    # the first session ended: its lock went with it
+    third = Channel(session).open()
+    try:
+        assert third.request("lock", cluster="kosch", holder={"pid": 3})["stale"] is None
+    finally:
+        third.close()
+
+
+# last in this module: it restarts the master
+def test_the_channel_rides_through_a_master_restart_and_keeps_its_lock(master, minion, session):
+    salt_master = SaltMaster(session)
+    try:
+        salt_master.lock("koschr", {"pid": 5, "command": "kos converge"})
+        assert salt_master.salt([MINION], "test.ping", timeout=10) == {MINION: True}
+        # what the salt_master formula's deferred restart does under kos's feet; kos asks
+        # while the master is still down and starting
+        master.terminate()
+        starting = threading.Thread(target=lambda: (time.sleep(3), master.start()))
+        starting.start()
+        try:
+            # the minion takes a while to find the new master: configure_master waits for it
+            salt_master.wait_responding([MINION], timeout=180)
+        finally:
+            starting.join(300)
+        assert salt_master.salt([MINION], "test.ping", timeout=30) == {MINION: True}
+        # the run lock is this session's: it held across the restart
+        other = Channel(session).open()
+        try:
+            with pytest.raises(errors.Locked):
+                other.request("lock", cluster="koschr", holder={"pid": 6})
+        finally:
+            other.close()
+    finally:
+        salt_master.close()
