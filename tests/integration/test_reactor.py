@@ -79,6 +79,8 @@ def rt_deployment(lab, tmp_path_factory, roots):
     for name in FIRST + [LATER, STRAY]:
         root = roots / name
         (root / "etc").mkdir(parents=True, exist_ok=True)
+        # the stand-in's join checks that this name resolves to the joining address
+        (root / "etc" / "hostname").write_text(f"{name}\n")
         (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
         dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", {
             "core": {"hosts_file": str(root / "etc" / "hosts")},
