@@ -454,13 +454,21 @@ def steps_of(operator, state_dir=".kos"):
     return json.loads((operator.cwd / state_dir / "kosbt" / "steps.json").read_text())["steps"]
 
 
+def forget_converges(roots):
+    """Every node forgets its last converge (kos:state_dir/converged.json), so the next
+    orchestration has work on all of them: its waves from need would otherwise find a
+    converged cluster and end in seconds."""
+    for name in MINIONS:
+        (roots / name / "etc" / "kos" / "converged.json").unlink(missing_ok=True)
+
+
 def running_orchestrations(master):
     jobs = master.salt_run_cli(timeout=120).run("jobs.master").data or []
     return [j for j in jobs if j.get("fun") == "runner.state.orchestrate"]
 
 
 def test_two_converges_at_once_the_second_refuses_naming_the_first(
-    converged, operator, outputs, tmp_path
+    converged, operator, outputs, tmp_path, roots
 ):
     lock = operator.cwd / ".kos" / "kosbt" / "lock"
     # what a kos killed with SIGKILL leaves behind: a lock file that nobody holds
@@ -472,6 +480,7 @@ def test_two_converges_at_once_the_second_refuses_naming_the_first(
         "started": "2020-01-01T00:00:00Z",
     }
     lock.write_text(json.dumps(dead))
+    forget_converges(roots)
     first = operator.start("converge", "--outputs", outputs["path"])
     try:
         first.wait_for("▶ salt-run state.orchestrate orch.deploy")
@@ -499,9 +508,10 @@ def test_two_converges_at_once_the_second_refuses_naming_the_first(
 
 
 def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
-    converged, operator, outputs, master
+    converged, operator, outputs, master, roots
 ):
     for signum in (signal.SIGTERM, signal.SIGINT):
+        forget_converges(roots)
         run = operator.start("converge", "--outputs", outputs["path"])
         # a minion answered the orchestration's first step (saltutil.sync_all): it runs
         run.wait_for(": modules synced", after="▶ salt-run state.orchestrate orch.deploy")
@@ -514,6 +524,7 @@ def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
         assert f"{fqdn('k8s-worker-1')}: highstate" not in run.stderr
         assert steps_of(operator)["orchestrate"]["status"] == "interrupted"
         assert running_orchestrations(master) == []
+    forget_converges(roots)
     again = operator("converge", "--outputs", outputs["path"], timeout=1200, check=0)
     assert f"{fqdn('k8s-worker-1')}: highstate ok" in again.stderr
     assert steps_of(operator)["orchestrate"]["status"] == "done"
@@ -578,8 +589,9 @@ def test_a_silent_minion_stops_the_run_before_anything_changes(
     assert sync_jobs(master) == syncs
 
 
-def test_exclude_is_handed_to_the_orchestration(converged, operator, outputs, master):
+def test_exclude_is_handed_to_the_orchestration(converged, operator, outputs, master, roots):
     worker = fqdn("k8s-worker-1")
+    forget_converges(roots)
     since = time.time()
     res = operator(
         "converge", "--outputs", outputs["path"], "--exclude", worker, timeout=1200, check=0
@@ -603,7 +615,10 @@ def test_exclude_is_handed_to_the_orchestration(converged, operator, outputs, ma
 @pytest.mark.skipif(
     not FORMULA_EXCLUDES, reason="orch.deploy does not read pillar exclude yet (formula side)"
 )
-def test_exclude_converges_the_others_while_one_is_down(converged, operator, outputs, worker_down):
+def test_exclude_converges_the_others_while_one_is_down(
+    converged, operator, outputs, worker_down, roots
+):
+    forget_converges(roots)
     res = operator(
         "converge", "--outputs", outputs["path"], "--exclude", worker_down, timeout=1200, check=0
     )
@@ -632,7 +647,7 @@ def test_a_failing_state_is_reported_with_its_id_and_comment(
         res = operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
     finally:
         layer.write_text(good)
-    assert "orch.deploy failed at kos-orch-deploy-workers" in res.stderr
+    assert "orch.deploy failed at kos-orch-deploy-wave" in res.stderr
     assert (
         f"{fqdn('k8s-worker-1')}: core-hosts-file-blockreplace (core.hosts): {missing}: "
         "file not found" in res.stderr
