@@ -164,46 +164,39 @@ def judge(minion, presented, record, trust_unverified=False):
     server = (record or {}).get("server") or minion.split(".")[0]
     if len(console) == 1 and console[0] == presented:
         return Verdict(minion, True, True, presented, console)
+    if not console and trust_unverified:
+        return Verdict(minion, True, False, presented, console)
+
+    def refuse(verified, problem, fix):
+        return Verdict(minion, False, verified, presented, console, problem, fix)
+
     if len(console) == 1:
-        return Verdict(
-            minion,
-            False,
+        return refuse(
             True,
-            presented,
-            console,
-            problem=f"{minion}: the master received a key with fingerprint {HASH} {presented}, "
+            f"{minion}: the master received a key with fingerprint {HASH} {presented}, "
             f"but the server's console printed {HASH} {console[0]} at first boot",
-            fix=f"another machine may be using the minion id {minion}: find it and stop its "
+            f"another machine may be using the minion id {minion}: find it and stop its "
             f"salt-minion, delete the pending key on the master (salt-key -d {minion}), then "
-            f"re-run kos converge; if {server} was rebuilt, re-run kos up so kos reads its "
-            "new console",
+            f"re-run kos converge; if {server} was rebuilt outside kos, delete its entry from "
+            f"the state directory's {TRUST_FILE} so that kos converge reads its new console",
         )
     if len(console) > 1:
-        return Verdict(
-            minion,
-            False,
+        return refuse(
             True,
-            presented,
-            console,
-            problem=f"{minion}: its console printed {len(console)} different minion key "
+            f"{minion}: its console printed {len(console)} different minion key "
             f"fingerprints ({', '.join(console)}); the key the master received ({HASH} "
             f"{presented}) cannot be verified",
-            fix=f"read the console (openstack console log show {server}); rebuild the server "
+            f"read the console (openstack console log show {server}); rebuild the server "
             f"(kos up --replace {server.split('.')[0]}) if you cannot explain it",
         )
-    if trust_unverified:
-        return Verdict(minion, True, False, presented, console)
-    return Verdict(
-        minion,
+    return refuse(
         False,
-        False,
-        presented,
-        console,
-        problem=f"{minion}: no minion key fingerprint was read from its console, so its key "
+        f"{minion}: no minion key fingerprint was read from its console, so its key "
         f"({HASH} {presented}) cannot be verified",
-        fix=f"let kos read the server's console (the cloud's console-log API) and re-run kos "
-        f"up; or compare {presented} with `salt-call --local key.finger hash_type={HASH}` "
-        f"run on {minion} itself and, if they match, re-run with {UNVERIFIED_FLAG}",
+        f"let kos read the server's console (the cloud's console-log API) and re-run kos "
+        f"converge; or compare {presented} with `salt-call --local key.finger "
+        f"hash_type={HASH}` run on {minion} itself and, if they match, re-run with "
+        f"{UNVERIFIED_FLAG}",
     )
 
 

@@ -116,7 +116,7 @@ def test_a_key_differing_from_its_console_is_refused_whatever_the_flag(unverifie
     assert isinstance(error, ConvergeError)
     for text in (FQDN, FINGER, OTHER, "left unaccepted"):
         assert text in error.problem
-    assert f"salt-key -d {FQDN}" in error.fix and "kos up" in error.fix
+    assert f"salt-key -d {FQDN}" in error.fix and "trust.json" in error.fix
 
 
 def test_a_console_with_two_fingerprints_verifies_nothing():
