@@ -7,7 +7,7 @@ kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenSta
 ``local`` rebuilds the same plan on this machine (``kos.local``).
 """
 
-from . import cloud, ui
+from . import cloud, trust, ui
 from .backend import Backend
 from .errors import InputError, PreflightError
 from .local import LocalBackend
@@ -79,10 +79,16 @@ class OpenStackBackend(Backend):
                   always=bool(replace))
         steps.run(
             "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
-            lambda: cloud.wait_first_boot(self.conn, inputs.cluster_name),
+            lambda: cloud.wait_first_boot(
+                self.conn, inputs.cluster_name, record=trust.Consoles(self.state.path).update
+            ),
             always=bool(replace),
         )
         return self.outputs()
+
+    def read_consoles(self):
+        """What every server's console printed about its keys (``kos.trust`` records)."""
+        return cloud.read_consoles(self.conn, self.state.cluster)
 
     def plan(self, inputs, plan_file):
         self.state.ensure()

@@ -95,6 +95,16 @@ def common_options(func):
             help="Pinned host keys of the bastion and the master (known_hosts lines); they "
             "replace the state directory's known_hosts. Default: KOS_KNOWN_HOSTS.",
         ),
+        click.option(
+            "--trust-unverified",
+            envvar="KOS_TRUST_UNVERIFIED",
+            is_flag=True,
+            default=False,
+            help="Accept minion keys and SSH host keys that no server console vouched for "
+            "(trust on first use: a cloud without the console-log API, --outputs runs). A key "
+            "that differs from its console's is refused regardless. Default: "
+            "KOS_TRUST_UNVERIFIED.",
+        ),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
@@ -153,6 +163,7 @@ def _settings(**kw):
         var_files=var_files,
         env=kw.get("env"),
         known_hosts=kw.get("known_hosts"),
+        trust_unverified=bool(kw.get("trust_unverified")),
         cloud=kw["cloud"],
         os_cloud=kw.get("os_cloud"),
         outputs_file=kw.get("outputs_file"),

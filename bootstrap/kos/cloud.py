@@ -16,7 +16,7 @@ the CCM's descriptions), Cinder CSI volumes with metadata
 import time
 from dataclasses import dataclass
 
-from . import ui
+from . import trust, ui
 from .errors import CleanupError, ConvergeError, PreflightError
 
 CSI_CLUSTER_KEY = "cinder.csi.openstack.org/cluster"
@@ -456,21 +456,54 @@ def cluster_servers(conn, cluster):
     ]
 
 
-def wait_first_boot(conn, cluster, timeout=1200, interval=3.0):
+def _minion_id(server):
+    return (server.metadata or {}).get("kos_minion_id") or server.name
+
+
+def console_record(conn, server, tail=""):
+    """
+    What ``server``'s console printed about its trust (``kos.trust.parse_console``), read
+    from ``tail`` when the marks are in it, else from the whole console.
+    """
+    mid = _minion_id(server)
+    record = trust.parse_console(tail, mid)
+    if not record["minion_keys"]:
+        whole = conn.compute.get_server_console_output(server.id).get("output") or ""
+        record = trust.parse_console(whole, mid)
+    return dict(record, server=server.name, server_id=server.id)
+
+
+def read_consoles(conn, cluster):
+    """``{minion id: trust record}`` of every active server whose console can be read."""
+    from openstack import exceptions
+
+    records = {}
+    for server in cluster_servers(conn, cluster):
+        if server.status != "ACTIVE":
+            continue
+        try:
+            records[_minion_id(server)] = console_record(conn, server)
+        except (exceptions.HttpException, exceptions.SDKException):
+            continue
+    return records
+
+
+def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
     """
     Until every server of the cluster has run its first boot, read from the console as an
     operator would (``openstack console log show``): the boot script's last line means done;
     cloud-init's final message without it means the script failed. A cloud whose consoles
-    cannot be read is not waited for (the minions' keys are, later).
+    cannot be read is not waited for (the minions' keys are, later). What each console
+    printed about its keys goes to ``record`` (``{minion id: trust record}``).
     """
     from openstack import exceptions
 
     pending = {s.id: s for s in cluster_servers(conn, cluster)}
-    done, blind = [], []
+    done, blind, records = [], [], {}
     deadline = time.monotonic() + timeout
     while pending:
         for sid, server in list(pending.items()):
-            fqdn = server.metadata.get("kos_minion_id") or server.name
+            fqdn = _minion_id(server)
             current = conn.compute.get_server(sid)
             if current.status == "ERROR":
                 fault = (current.fault or {}).get("message", "no fault recorded")
@@ -482,11 +515,13 @@ def wait_first_boot(conn, cluster, timeout=1200, interval=3.0):
                 continue
             try:
                 text = conn.compute.get_server_console_output(sid, length=400).get("output") or ""
+                if FIRSTBOOT_DONE.format(fqdn=fqdn) in text:
+                    records[fqdn] = console_record(conn, server, text)
             except (exceptions.HttpException, exceptions.SDKException):
                 blind.append(server.name)
                 del pending[sid]
                 continue
-            if FIRSTBOOT_DONE.format(fqdn=fqdn) in text:
+            if fqdn in records:
                 done.append(server.name)
                 del pending[sid]
             elif CLOUD_INIT_DONE.format(fqdn=fqdn) in text:
@@ -503,6 +538,15 @@ def wait_first_boot(conn, cluster, timeout=1200, interval=3.0):
             )
         if pending:
             time.sleep(interval)
+    if record and records:
+        record(records)
     if blind:
         ui.warn(f"consoles not readable, first boot not checked: {', '.join(sorted(blind))}")
-    return {"booted": sorted(done), "unchecked": sorted(blind)}
+    unmarked = sorted(mid for mid, rec in records.items() if not rec["minion_keys"])
+    if unmarked:
+        ui.warn(f"no minion key fingerprint on the console of: {', '.join(unmarked)}")
+    return {
+        "booted": sorted(done),
+        "unchecked": sorted(blind),
+        "fingerprints": sorted(mid for mid, rec in records.items() if rec["minion_keys"]),
+    }

@@ -40,6 +40,7 @@ secrets in returns stay on the master.
 """
 
 import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -553,21 +554,53 @@ class Channel:
         finally:
             events.destroy()
 
+    def key_fingers(self, minions):
+        """``{"minions_pre": {id: fingerprint}, "minions": {...}}`` of these minions' keys."""
+        ret = self.wheel.cmd("key.print", kwarg={"match": list(minions)}, print_event=False)
+        return {
+            status: {
+                mid: key_finger(pem)
+                for mid, pem in ((ret or {}).get(status) or {}).items()
+                if mid in minions and isinstance(pem, str)
+            }
+            for status in ("minions_pre", "minions")
+        }
+
+    def op_fingers(self, rid, req):
+        """The fingerprints of these minions' pending and accepted keys."""
+        found = self.key_fingers(_minion_ids(req.get("minions")))
+        return {"pending": found["minions_pre"], "accepted": found["minions"]}
+
     def op_accept(self, rid, req):
-        """Accept exactly these pending keys (never a rejected or denied one)."""
-        wanted = _minion_ids(req.get("minions"))
-        pending = set(self.key_lists()["minions_pre"])
-        todo = sorted(set(wanted) & pending)
+        """
+        Accept exactly these pending keys, each only while its fingerprint is the one given
+        (``fingers``: {id: fingerprint}), never a rejected or denied one. A key that differs
+        is left pending; one that changed while it was being accepted is rejected.
+        """
+        fingers = req.get("fingers")
+        if not isinstance(fingers, dict):
+            raise Failure("invalid", f"accept needs fingers {{id: fingerprint}}: {fingers!r}")
+        wanted = _minion_ids(sorted(fingers))
+        pending = self.key_fingers(wanted)["minions_pre"]
+        refused = {m: pending[m] for m in wanted if m in pending and pending[m] != fingers[m]}
+        todo = sorted(m for m in wanted if m in pending and m not in refused)
         if todo:
             self.wheel.cmd(
                 "key.accept",
                 kwarg={"match": todo, "include_rejected": False, "include_denied": False},
                 print_event=False,
             )
-        accepted = set(self.key_lists()["minions"])
+        accepted = self.key_fingers(todo)["minions"] if todo else {}
+        swapped = sorted(m for m in todo if m in accepted and accepted[m] != fingers[m])
+        for mid in swapped:
+            self.wheel.cmd(
+                "key.reject", kwarg={"match": mid, "include_accepted": True}, print_event=False
+            )
+            refused[mid] = accepted[mid]
         return {
-            "accepted": [m for m in todo if m in accepted],
-            "not_pending": sorted(set(wanted) - pending),
+            "accepted": [m for m in todo if m in accepted and m not in swapped],
+            "not_pending": sorted(set(wanted) - set(pending)),
+            "refused": refused,
         }
 
     def _ping(self, minions, timeout):
@@ -807,6 +840,19 @@ class Watcher(threading.Thread):
             self.events.destroy()
         except Exception:  # noqa: BLE001
             pass
+
+
+def key_finger(pem, hash_type="sha256"):
+    """
+    The fingerprint ``salt-call key.finger`` prints on the minion for this public key: the
+    digest of the PEM's lines between its BEGIN and END lines. Computed here because the
+    master's own ``key.finger`` hashes a key read from its key cache whole, headers included,
+    and so prints another value (saltstack/salt#69970, fixed by #70011).
+    """
+    lines = [line for line in pem.splitlines(keepends=True) if line.strip()]
+    body = "".join(lines[1:-1]).replace("\r\n", "\n")
+    digest = hashlib.new(hash_type, body.encode()).hexdigest()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
 def _minion_ids(value):

@@ -15,9 +15,11 @@ the same SSH connection (``push_tree``, ``push_pillar``).
 
 Trust model for minion keys: the master never auto-accepts. kos accepts exactly the minion
 ids Terraform created (``terraform output minions``), each by its full id, and never
-accepts any other pending key (it reports it). A pending key is trusted because only the
-cluster's VMs reach the master's ports (private network; security group open to the
-private CIDR only); kos does not compare key fingerprints out of band.
+accepts any other pending key (it reports it). A pending key is accepted only when its
+fingerprint is the one the minion printed on its console at first boot (``kos.trust``);
+the master checks it again as it accepts. A different key is refused and stays pending;
+a minion whose console showed no fingerprint is refused unless the operator accepts
+unverified keys (``--trust-unverified``).
 """
 
 import base64
@@ -33,7 +35,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from . import ui
+from . import trust, ui
 from .errors import ConvergeError, Interrupted, Locked
 from .onmaster import PROTOCOL, state_summary
 from .state import describe_holder
@@ -330,10 +332,14 @@ class SaltMaster:
     def keys(self):
         return self.request("keys", what="listing the keys")
 
-    def wait_and_accept(self, expected, timeout=900, only=None):
+    def wait_and_accept(
+        self, expected, timeout=900, only=None, consoles=None, trust_unverified=False
+    ):
         """
         Wait until every expected minion (or those of ``only``) has presented its key,
-        accept exactly those, and report other pending keys without accepting them.
+        accept those whose fingerprint is the one their console printed (``consoles``:
+        ``kos.trust`` records by minion id), and report other pending keys without
+        accepting them. Refused keys stay pending and end the step with one error.
         """
         wanted = sorted(only if only is not None else expected)
         for mid in expected:
@@ -370,19 +376,65 @@ class SaltMaster:
                 fix="check that those VMs booted and that cloud-init installed salt-minion "
                 "(console log), then re-run kos converge",
             )
-        newly = sorted(set(wanted) & pending)
-        if newly:
-            done = self.request("accept", what="accepting the keys", minions=newly)
-            for mid in done["accepted"]:
-                ui.ok(f"accepted key of {mid}")
+        newly, unverified = self._accept_verified(
+            sorted(set(wanted) & pending), consoles or {}, trust_unverified
+        )
         unexpected = sorted(accepted - set(expected))
         for mid in unexpected:
             ui.warn(f"accepted key {mid!r} is not a minion of this cluster (left as it is)")
         return {
             "accepted": newly,
+            "unverified": unverified,
             "unexpected_pending": sorted(pending - set(expected)),
             "unexpected_accepted": unexpected,
         }
+
+    def _accept_verified(self, candidates, consoles, trust_unverified):
+        """Accept the candidates whose console vouches for their key; refuse the others."""
+        if not candidates:
+            return [], []
+        fingers = self.request(
+            "fingers", what="reading the pending keys' fingerprints", minions=candidates
+        )["pending"]
+        verdicts = [
+            trust.judge(mid, fingers[mid], consoles.get(mid), trust_unverified)
+            for mid in candidates
+            if mid in fingers
+        ]
+        take = {v.minion: v.presented for v in verdicts if v.accept}
+        done = {"accepted": [], "refused": {}}
+        if take:
+            done = self.request("accept", what="accepting the keys", fingers=take)
+        unverified = []
+        for v in verdicts:
+            if v.minion not in done["accepted"]:
+                continue
+            if v.verified:
+                ui.ok(f"accepted key of {v.minion} ({trust.HASH} {v.presented}, as its console)")
+            else:
+                unverified.append(v.minion)
+                ui.warn(
+                    f"accepted key of {v.minion} UNVERIFIED ({trust.HASH} {v.presented}): its "
+                    f"console showed no fingerprint; accepted because of {trust.UNVERIFIED_FLAG}"
+                )
+        changed = [
+            trust.Verdict(
+                mid,
+                False,
+                True,
+                now,
+                [take[mid]],
+                problem=f"{mid}: its pending key changed while kos accepted it (now {trust.HASH} "
+                f"{now}, checked {trust.HASH} {take[mid]}); it is not accepted",
+                fix=f"find who else presents the id {mid}, then `salt-key -d {mid}` on the "
+                "master and re-run kos converge",
+            )
+            for mid, now in sorted(done.get("refused", {}).items())
+        ]
+        refused = [v for v in verdicts if not v.accept] + changed
+        if refused:
+            raise trust.refusal(refused)
+        return sorted(done["accepted"]), sorted(unverified)
 
     def answering(self, minions, timeout=30):
         """``(answering, silent)`` after pinging until all answer or ``timeout`` s passed."""

@@ -2,10 +2,13 @@
 SSH to the salt master through the bastion (ProxyJump), with keys from ssh-agent only.
 
 kos writes its own ssh_config into the state directory: ``IdentityFile none`` keeps
-OpenSSH from reading key files, so the agent is the only source of keys; host keys are
-trusted on first use into the state directory's ``known_hosts`` and checked on every later
-connection (a changed host key stops kos). One multiplexed connection carries all of a
-command's sessions and is closed when the command ends.
+OpenSSH from reading key files, so the agent is the only source of keys. Host keys are
+checked strictly against the state directory's ``known_hosts``, which kos fills before the
+first connection: with the keys the bastion and the master printed on their consoles
+(``kos.trust``), or the operator's ``--known-hosts``. Only an operator who asked for it
+(``--trust-unverified``) gets trust on first use, for a host no key is known for. One
+multiplexed connection carries all of a command's sessions and is closed when the command
+ends.
 
 Every ssh process runs in a session of its own: Ctrl-C in the terminal reaches kos only, so
 kos decides what to stop on the master (and says so) instead of losing its connection.
@@ -28,6 +31,13 @@ AGENT_FIX = "start an agent and add your key: eval $(ssh-agent) && ssh-add ~/.ss
 UNREACHABLE_FIX = (
     "check the bastion's floating IP and ssh_allowed_cidrs, that the ssh-agent holds a key "
     "from ssh_public_keys, and that the VMs finished booting"
+)
+
+HOST_KEY_FIX = (
+    "if the bastion or the salt master was rebuilt, run kos up (with --replace bastion/salt "
+    "for a server rebuilt outside kos) so kos reads its new keys from its console, or pass "
+    "--known-hosts with its keys; otherwise someone may be intercepting the connection: "
+    "compare the keys on the server's console (openstack console log show <server>)"
 )
 
 
@@ -106,7 +116,15 @@ class Ssh:
     """Commands on the salt master, reached as ``kos-master`` through ``kos-bastion``."""
 
     def __init__(
-        self, state_dir, bastion, master, user, port=22, connect_timeout=15, connect_wait=0
+        self,
+        state_dir,
+        bastion,
+        master,
+        user,
+        port=22,
+        connect_timeout=15,
+        connect_wait=0,
+        accept_new=False,
     ):
         take_interrupts()
         self.dir = Path(state_dir)
@@ -133,7 +151,8 @@ class Ssh:
                     f"  User {user}",
                     "  IdentityFile none",
                     "  BatchMode yes",
-                    "  StrictHostKeyChecking accept-new",
+                    # accept-new only where the operator accepted unverified host keys
+                    f"  StrictHostKeyChecking {'accept-new' if accept_new else 'yes'}",
                     f"  UserKnownHostsFile {self.dir / 'known_hosts'}",
                     "  GlobalKnownHostsFile /dev/null",
                     f"  ConnectTimeout {connect_timeout}",
@@ -170,6 +189,12 @@ class Ssh:
             res, message = self._connect()
             if res.returncode == 0:
                 return
+            if "Host key verification failed" in message:
+                raise ConvergeError(
+                    f"the bastion's or the salt master's SSH host key is not the pinned one "
+                    f"({self.dir / 'known_hosts'}): {message}",
+                    fix=HOST_KEY_FIX,
+                )
             if time.monotonic() > deadline or "Permission denied" in message:
                 raise ConvergeError(
                     f"cannot reach the salt master over SSH (through the bastion): {message}",

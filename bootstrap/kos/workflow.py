@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from . import distributions, ui
+from . import distributions, trust, ui
 from . import inputs as inputs_mod
 from .backends import BACKENDS, missing_outputs
 from .cloud import raise_on_failures
@@ -52,6 +52,8 @@ class Settings:
     env: str = None
     # Pinned host keys; they replace the state directory's known_hosts before SSH.
     known_hosts: Path = None
+    # Accept minion keys and SSH host keys no console vouched for (trust on first use).
+    trust_unverified: bool = False
 
 
 class Deployment:
@@ -73,6 +75,8 @@ class Deployment:
         self.backend = BACKENDS[settings.cloud](settings, self.state)
         # Who holds the cluster's lock, while this run changes it (see ``locked``).
         self.holder = None
+        # The consoles were read afresh in this run (once is enough: see console_records).
+        self.consoles_read = False
 
     @property
     def cluster(self):
@@ -105,8 +109,7 @@ class Deployment:
     def master(self):
         outputs = self.require_outputs()
         self.state.ensure()
-        if self.settings.known_hosts:
-            shutil.copyfile(self.settings.known_hosts, self.state.path / "known_hosts")
+        accept_new = pin_host_keys(self, outputs)
         ssh = Ssh(
             self.state.path,
             outputs["bastion_floating_ip"],
@@ -114,6 +117,7 @@ class Deployment:
             outputs["ssh_user"],
             port=self.settings.ssh_port,
             connect_wait=self.settings.connect_wait,
+            accept_new=accept_new,
         )
         master = SaltMaster(ssh)
         try:
@@ -127,6 +131,80 @@ class Deployment:
                 master.close()
             finally:
                 ssh.close()
+
+
+# (role in the outputs' minions, what to call it, the output holding its SSH address)
+SSH_HOSTS = (
+    ("bastion", "bastion", "bastion_floating_ip"),
+    ("salt_master", "salt master", "salt_master_private_ip"),
+)
+
+
+def console_records(dep, needed=()):
+    """
+    What the servers' consoles printed (``kos.trust`` records by minion id), as recorded
+    at first boot; read afresh from the cloud when one of ``needed`` has no record and the
+    backend can read consoles (not for ``--outputs`` runs, which have no cloud).
+    """
+    store = trust.Consoles(dep.state.path)
+    records = store.load()
+    if not [m for m in needed if not trust.has_marks(records.get(m))]:
+        return records
+    # The local cloud's backend reads consoles through the OpenStack backend it wraps.
+    reader = getattr(dep.backend, "read_consoles", None) or getattr(
+        getattr(dep.backend, "openstack", None), "read_consoles", None
+    )
+    if reader is None or dep.settings.outputs_file or dep.consoles_read:
+        return records
+    dep.consoles_read = True
+    try:
+        fresh = reader()
+    except Exception as exc:  # noqa: BLE001 - the decisions that follow name what is missing
+        ui.warn(f"could not read the servers' consoles: {exc}")
+        return records
+    return store.update(fresh)
+
+
+def pin_host_keys(dep, outputs):
+    """
+    Before the first SSH connection: the bastion's and the master's host keys into the
+    state directory's known_hosts, from ``--known-hosts`` or else from their consoles.
+    ``True`` when one is still unknown and the operator accepts it on first use.
+    """
+    known = dep.state.path / "known_hosts"
+    if dep.settings.known_hosts:
+        shutil.copyfile(dep.settings.known_hosts, known)
+        return False
+    by_role = {info.get("role"): mid for mid, info in outputs["minions"].items()}
+    hosts = [
+        (name, by_role.get(role), trust.known_hosts_host(outputs[address], dep.settings.ssh_port))
+        for role, name, address in SSH_HOSTS
+    ]
+    records = console_records(
+        dep, [mid for _, mid, host in hosts if mid and not trust.pinned(known, host)]
+    )
+    unknown = []
+    for name, mid, host in hosts:
+        keys = (records.get(mid) or {}).get("ssh_host_keys")
+        if keys:
+            trust.pin(known, host, keys)
+        elif not trust.pinned(known, host):
+            unknown.append(f"the {name} ({host})")
+    if not unknown:
+        return False
+    if not dep.settings.trust_unverified:
+        raise ConvergeError(
+            f"no verified SSH host key for {' and '.join(unknown)}: no console showed one "
+            f"and none is pinned in {known}",
+            fix="run kos up with the cloud's credentials so kos reads the keys from the "
+            "servers' consoles (the console-log API), or pass --known-hosts FILE with the keys "
+            "the consoles show, or accept them on first use with " + trust.UNVERIFIED_FLAG,
+        )
+    ui.warn(
+        f"trusting the SSH host key of {' and '.join(unknown)} on first use "
+        f"({trust.UNVERIFIED_FLAG})"
+    )
+    return True
 
 
 @contextmanager
@@ -295,9 +373,16 @@ def converge(dep, always=True, exclude=(), limit=()):
     with dep.master() as master:
 
         def keys():
-            result = master.wait_and_accept(expected, timeout=settings.wait_minions, only=targets)
+            result = master.wait_and_accept(
+                expected,
+                timeout=settings.wait_minions,
+                only=targets,
+                consoles=console_records(dep, targets),
+                trust_unverified=settings.trust_unverified,
+            )
             return {
                 "accepted": result["accepted"],
+                "unverified": result["unverified"],
                 "unexpected_pending": result["unexpected_pending"],
             }
 
@@ -529,4 +614,6 @@ def down(dep, confirm):
         always=True,
     )
     dep.backend.destroy(dep.inputs, dep.steps)
+    # The next servers print keys of their own.
+    trust.Consoles(dep.state.path).path.unlink(missing_ok=True)
     dep.steps.forget(*[name for name in list(dep.steps.records) if name != "terraform-destroy"])

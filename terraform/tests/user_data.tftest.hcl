@@ -32,6 +32,15 @@ run "minion_settings" {
   }
 
   assert {
+    condition = alltrue([
+      for name, user_data in merge(nonsensitive(module.nodes.user_data), { bastion = nonsensitive(module.bastion.user_data), salt = nonsensitive(module.salt_master.user_data) }) :
+      strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "echo \"kos-trust: ${name}.kos.internal salt-minion-key sha256 $finger\"") &&
+      strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "echo \"kos-trust: ${name}.kos.internal ssh-host-key $kind $blob\"")
+    ])
+    error_message = "every VM's first boot must print its minion key fingerprint and SSH host keys on the console, naming its own minion id (kos verifies keys against them)"
+  }
+
+  assert {
     condition     = strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "mount_state_volume \"5e9a6c1d-7f3b-4c2a-9\"")
     error_message = "the master must mount its state volume (found by its serial) before installing Salt"
   }

@@ -318,7 +318,11 @@ def minions(master, lab, roots, pillar_dir):
 @pytest.fixture(scope="module")
 def operator(tmp_path_factory, ssh_agent, outputs, ssh_hosts):
     work = tmp_path_factory.mktemp("kosbt-operator")
-    return Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock, KOS_SSH_PORT=SSH_PORT))
+    # Outputs without a cloud: no console vouches for these hosts (test_trust.py covers that).
+    return Kos(
+        work,
+        base_env(SSH_AUTH_SOCK=ssh_agent.sock, KOS_SSH_PORT=SSH_PORT, KOS_TRUST_UNVERIFIED=1),
+    )
 
 
 @pytest.fixture(scope="module")

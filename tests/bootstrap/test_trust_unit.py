@@ -1,0 +1,330 @@
+"""
+Verified trust without daemons: what kos reads from a console, what it decides about a
+minion key, and which SSH host keys it pins before connecting. The same decisions against
+a real salt-master are in test_trust.py.
+"""
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import salt.crypt
+import salt.utils.crypt
+from kos import cloud, trust, workflow
+from kos.errors import ConvergeError
+from kos.onmaster import key_finger
+
+FQDN = "k8s-worker-1.kos.internal"
+FINGER = ":".join(["ab"] * 32)
+OTHER = ":".join(["cd"] * 32)
+
+
+def ssh_key(kind="ssh-ed25519", body=b"\x01" * 32):
+    """A public key blob in SSH's wire format (length-prefixed type, then key data)."""
+    name = kind.encode()
+    raw = len(name).to_bytes(4, "big") + name + len(body).to_bytes(4, "big") + body
+    return base64.b64encode(raw).decode()
+
+
+ED25519 = ssh_key()
+ECDSA = ssh_key("ecdsa-sha2-nistp256", b"\x02" * 64)
+
+CONSOLE = f"""\
+[    3.141592] EXT4-fs (vda1): mounted filesystem
+Cloud-init v. 22.4.2 running 'modules:final'
+kos: interface eth0 (fa:16:3e:00:00:01, 10.20.0.21) configured as default
+kos-trust: {FQDN} ssh-host-key ssh-ed25519 {ED25519}\r
+kos-trust: {FQDN} salt-minion-key sha256 {FINGER}
+kos: first boot done on {FQDN}: minion {FQDN}, master 10.20.0.10
+-----BEGIN SSH HOST KEY KEYS-----
+ecdsa-sha2-nistp256 {ECDSA} root@k8s-worker-1
+ssh-ed25519 {ED25519} root@k8s-worker-1
+-----END SSH HOST KEY KEYS-----
+kos: cloud-init finished on {FQDN} after 42.17 seconds
+"""
+
+
+# -- reading a console ----------------------------------------------------------------------
+
+
+def test_the_console_gives_the_minion_fingerprint_and_every_host_key():
+    assert trust.parse_console(CONSOLE, FQDN) == {
+        "minion_keys": [FINGER],
+        "ssh_host_keys": sorted([f"ssh-ed25519 {ED25519}", f"ecdsa-sha2-nistp256 {ECDSA}"]),
+    }
+
+
+def test_a_console_speaks_for_its_own_server_only():
+    other = CONSOLE.replace(f"kos-trust: {FQDN}", "kos-trust: k8s-cp-1.kos.internal")
+    # cloud-init's block names no minion; it is the host's own
+    assert trust.parse_console(other, FQDN) == {
+        "minion_keys": [],
+        "ssh_host_keys": sorted([f"ssh-ed25519 {ED25519}", f"ecdsa-sha2-nistp256 {ECDSA}"]),
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"kos-trust: {FQDN} salt-minion-key md5 {FINGER}",  # another digest
+        f"kos-trust: {FQDN} salt-minion-key sha256 {FINGER[:-3]}",  # truncated
+        f"kos-trust: {FQDN} ssh-host-key ssh-ed25519 {ECDSA}",  # blob of another type
+        f"kos-trust: {FQDN} ssh-host-key ssh-ed25519 not/base64!",
+        f"kos-trust: {FQDN} ssh-host-key x509-cert {ED25519}",
+        f"user said: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",  # not a line start
+    ],
+)
+def test_malformed_marks_are_not_evidence(line):
+    assert trust.parse_console(line + "\n", FQDN) == {"minion_keys": [], "ssh_host_keys": []}
+
+
+def test_two_different_fingerprints_are_both_kept():
+    text = CONSOLE + f"kos-trust: {FQDN} salt-minion-key sha256 {OTHER}\n"
+    assert trust.parse_console(text, FQDN)["minion_keys"] == [FINGER, OTHER]
+
+
+def test_the_fingerprint_is_the_one_salt_call_key_finger_prints(tmp_path):
+    # what the minion prints (salt.modules.key.finger reads minion.pub) is what the master's
+    # side of kos computes from the pending key's text
+    _, pub = salt.crypt.gen_keys(2048)
+    path = tmp_path / "minion.pub"
+    path.write_text(pub)
+    assert key_finger(pub) == salt.utils.crypt.pem_finger(str(path), sum_type="sha256")
+    assert trust.FINGER.match(key_finger(pub))
+
+
+# -- deciding about a pending key ----------------------------------------------------------
+
+
+def record(*fingers):
+    return {"server": "k8s-worker-1", "minion_keys": list(fingers), "ssh_host_keys": []}
+
+
+def test_a_key_matching_its_console_is_accepted():
+    verdict = trust.judge(FQDN, FINGER, record(FINGER))
+    assert (verdict.accept, verdict.verified) == (True, True)
+
+
+@pytest.mark.parametrize("unverified", [False, True])
+def test_a_key_differing_from_its_console_is_refused_whatever_the_flag(unverified):
+    verdict = trust.judge(FQDN, OTHER, record(FINGER), trust_unverified=unverified)
+    assert verdict.accept is False
+    error = trust.refusal([verdict])
+    assert isinstance(error, ConvergeError)
+    for text in (FQDN, FINGER, OTHER, "left unaccepted"):
+        assert text in error.problem
+    assert f"salt-key -d {FQDN}" in error.fix and "trust.json" in error.fix
+
+
+def test_a_console_with_two_fingerprints_verifies_nothing():
+    verdict = trust.judge(FQDN, FINGER, record(FINGER, OTHER), trust_unverified=True)
+    assert verdict.accept is False
+    assert "2 different minion key fingerprints" in verdict.problem
+
+
+def test_without_a_console_fingerprint_the_key_needs_the_operators_word():
+    refused = trust.judge(FQDN, FINGER, None)
+    assert refused.accept is False
+    assert FINGER in refused.problem and "no minion key fingerprint" in refused.problem
+    assert "--trust-unverified" in refused.fix and "key.finger" in refused.fix
+    accepted = trust.judge(FQDN, FINGER, record(), trust_unverified=True)
+    assert (accepted.accept, accepted.verified) == (True, False)
+
+
+def test_several_refusals_are_one_error_naming_each():
+    error = trust.refusal(
+        [trust.judge(FQDN, OTHER, record(FINGER)), trust.judge("k8s-cp-1.kos.internal", FINGER, None)]
+    )
+    assert "k8s-worker-1.kos.internal, k8s-cp-1.kos.internal" in error.problem
+    assert len(error.details) == 2 and OTHER in error.details[0]
+
+
+# -- the record in the state directory -----------------------------------------------------
+
+
+def test_a_reading_without_marks_keeps_what_the_same_server_printed(tmp_path):
+    store = trust.Consoles(tmp_path)
+    first = dict(record(FINGER), server_id="s-1")
+    store.update({FQDN: first})
+    # the console scrolled past the marks: the earlier reading stays
+    store.update({FQDN: dict(record(), server_id="s-1")})
+    assert store.load()[FQDN]["minion_keys"] == [FINGER]
+    # a rebuilt server is another server: its (empty) reading replaces the old one
+    store.update({FQDN: dict(record(), server_id="s-2")})
+    assert store.load()[FQDN]["minion_keys"] == []
+    assert json.loads((tmp_path / "trust.json").read_text())["minions"][FQDN]["server_id"] == "s-2"
+
+
+# -- the first boot, read from the consoles ------------------------------------------------
+
+
+class Console:
+    """The compute API as wait_first_boot uses it: servers and their console output."""
+
+    def __init__(self, servers):
+        self.servers = servers
+        self.calls = []
+
+    def compute_servers(self, details=True):
+        return list(self.servers.values())
+
+    def get_server(self, sid):
+        return self.servers[sid]
+
+    def get_server_console_output(self, sid, length=None):
+        self.calls.append((sid, length))
+        text = self.servers[sid].console
+        if length:
+            text = "\n".join(text.splitlines()[-length:])
+        return {"output": text}
+
+
+def server(sid, name, console):
+    return SimpleNamespace(
+        id=sid,
+        name=name,
+        status="ACTIVE",
+        fault=None,
+        console=console,
+        metadata={"kos_cluster": "kos", "kos_minion_id": f"{name}.kos.internal"},
+    )
+
+
+def conn_of(*servers):
+    api = Console({s.id: s for s in servers})
+    compute = SimpleNamespace(
+        servers=api.compute_servers,
+        get_server=api.get_server,
+        get_server_console_output=api.get_server_console_output,
+    )
+    return SimpleNamespace(compute=compute), api
+
+
+def test_first_boot_records_each_servers_marks_reading_the_whole_console_when_needed():
+    noisy = CONSOLE.replace(
+        f"kos: first boot done on {FQDN}",
+        "\n".join(f"[ {i}.0] noise" for i in range(500)) + f"\nkos: first boot done on {FQDN}",
+    )
+    bare = "kos: first boot done on salt.kos.internal: minion salt.kos.internal\n"
+    conn, api = conn_of(server("s-1", "k8s-worker-1", noisy), server("s-2", "salt", bare))
+    seen = {}
+    result = cloud.wait_first_boot(conn, "kos", interval=0, record=seen.update)
+    assert result["booted"] == ["k8s-worker-1", "salt"]
+    assert result["fingerprints"] == [FQDN]
+    assert seen[FQDN]["minion_keys"] == [FINGER] and seen[FQDN]["server_id"] == "s-1"
+    assert seen["salt.kos.internal"]["minion_keys"] == []
+    # the marks had scrolled out of the 400-line tail: the whole console was read
+    assert ("s-1", None) in api.calls
+
+
+# -- SSH host keys -------------------------------------------------------------------------
+
+
+def deployment(tmp_path, records=None, known_hosts=None, unverified=False, port=22):
+    state = SimpleNamespace(path=tmp_path)
+    if records is not None:
+        trust.Consoles(tmp_path).update(records)
+    return SimpleNamespace(
+        state=state,
+        backend=SimpleNamespace(),
+        consoles_read=False,
+        settings=SimpleNamespace(
+            known_hosts=known_hosts,
+            trust_unverified=unverified,
+            ssh_port=port,
+            outputs_file=None,
+        ),
+    )
+
+
+OUTPUTS = {
+    "bastion_floating_ip": "192.0.2.10",
+    "salt_master_private_ip": "10.20.0.10",
+    "minions": {
+        "bastion.kos.internal": {"role": "bastion"},
+        "salt.kos.internal": {"role": "salt_master"},
+        FQDN: {"role": "worker"},
+    },
+}
+BASTION_KEY = "ssh-ed25519 " + ssh_key(body=bytes([3]) * 32)
+MASTER_KEY = "ssh-ed25519 " + ssh_key(body=bytes([4]) * 32)
+
+
+def host_records():
+    return {
+        "bastion.kos.internal": {"server_id": "b", "minion_keys": [], "ssh_host_keys": [BASTION_KEY]},
+        "salt.kos.internal": {"server_id": "m", "minion_keys": [], "ssh_host_keys": [MASTER_KEY]},
+    }
+
+
+def known_hosts_lookup(path, host):
+    res = subprocess.run(["ssh-keygen", "-F", host, "-f", str(path)], capture_output=True, text=True)
+    return sorted(" ".join(line.split()[1:]) for line in res.stdout.splitlines() if line and line[0] != "#")
+
+
+@pytest.mark.parametrize("port", [22, 2222])
+def test_the_bastion_and_master_keys_are_pinned_from_their_consoles(tmp_path, port):
+    known = tmp_path / "known_hosts"
+    # an old key of the master (before a rebuild) and another host's line
+    known.write_text(f"10.20.0.10 {BASTION_KEY}\n[10.99.0.1]:2222 {MASTER_KEY}\n")
+    dep = deployment(tmp_path, host_records(), port=port)
+    assert workflow.pin_host_keys(dep, OUTPUTS) is False  # strict checking
+    bastion = "192.0.2.10" if port == 22 else f"[192.0.2.10]:{port}"
+    master = "10.20.0.10" if port == 22 else f"[10.20.0.10]:{port}"
+    assert known_hosts_lookup(known, bastion) == [BASTION_KEY]
+    assert known_hosts_lookup(known, master) == [MASTER_KEY]
+    assert f"[10.99.0.1]:2222 {MASTER_KEY}" in known.read_text()
+    # again: nothing doubles
+    workflow.pin_host_keys(dep, OUTPUTS)
+    assert known_hosts_lookup(known, master) == [MASTER_KEY]
+
+
+def test_the_operators_known_hosts_wins(tmp_path):
+    mine = tmp_path / "mine"
+    mine.write_text(f"192.0.2.10 {MASTER_KEY}\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    dep = deployment(state, host_records(), known_hosts=mine)
+    assert workflow.pin_host_keys(dep, OUTPUTS) is False
+    assert (state / "known_hosts").read_text() == mine.read_text()
+
+
+def test_no_verified_host_key_is_refused_unless_the_operator_accepts_it(tmp_path):
+    dep = deployment(tmp_path)
+    with pytest.raises(ConvergeError) as refused:
+        workflow.pin_host_keys(dep, OUTPUTS)
+    assert "the bastion (192.0.2.10) and the salt master (10.20.0.10)" in refused.value.problem
+    assert "--known-hosts" in refused.value.fix and "--trust-unverified" in refused.value.fix
+    assert not (tmp_path / "known_hosts").exists()
+    dep.settings.trust_unverified = True
+    assert workflow.pin_host_keys(dep, OUTPUTS) is True  # accept-new, said so
+
+
+def test_keys_pinned_earlier_stay_trusted(tmp_path):
+    (tmp_path / "known_hosts").write_text(f"192.0.2.10 {BASTION_KEY}\n10.20.0.10 {MASTER_KEY}\n")
+    assert workflow.pin_host_keys(deployment(tmp_path), OUTPUTS) is False
+
+
+def test_ssh_checks_host_keys_strictly_unless_told(tmp_path):
+    from kos.ssh import Ssh
+
+    strict = Ssh(tmp_path / "a", "192.0.2.10", "10.20.0.10", "debian")
+    tofu = Ssh(tmp_path / "b", "192.0.2.10", "10.20.0.10", "debian", accept_new=True)
+    try:
+        assert "StrictHostKeyChecking yes" in strict.config.read_text()
+        assert "StrictHostKeyChecking accept-new" in tofu.config.read_text()
+    finally:
+        strict.close()
+        tofu.close()
+
+
+def test_the_first_boot_script_prints_the_marks_kos_reads():
+    script = (Path(__file__).resolve().parents[2] / "terraform/cloud-init/kos-firstboot.sh.tftpl")
+    text = script.read_text()
+    # the marks come before the line that tells kos the first boot is done
+    assert text.index("print_trust\n") < text.index('say "first boot done on')
+    assert 'echo "kos-trust: ${fqdn} salt-minion-key sha256 $finger"' in text
+    assert 'echo "kos-trust: ${fqdn} ssh-host-key $kind $blob"' in text
