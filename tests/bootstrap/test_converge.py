@@ -232,8 +232,17 @@ def ssh_hosts(sshd, lab, master, srv, ssh_agent, tmp_path_factory):
         },
         mounts={"/srv/pillar": srv / "pillar", "/srv/salt": srv / "salt"},
     )
-    yield {"bastion": bastion, "salt": salt_host}
-    for host in (bastion, salt_host):
+    # `kos kubeconfig` reads the admin kubeconfig here over SSH, never through Salt.
+    first = start_sshd(
+        sshd,
+        d / "k8s-cp-1",
+        lab.hosts["k8s-cp-1"].netns,
+        lab.hosts["k8s-cp-1"].address,
+        ssh_agent.public_key,
+        port=SSH_PORT,
+    )
+    yield {"bastion": bastion, "salt": salt_host, "k8s-cp-1": first}
+    for host in (bastion, salt_host, first):
         stop_process(host.proc)
 
 
@@ -412,14 +421,23 @@ def test_status_shows_every_node(converged, operator, outputs):
     assert "k8s-worker-1.kos-bt.test" in table.stdout and "ready (worker)" in table.stdout
 
 
-def test_kubeconfig_points_at_the_floating_ip_with_mode_0600(converged, operator, outputs):
+def test_kubeconfig_points_at_the_floating_ip_with_mode_0600(converged, operator, outputs,
+                                                             ssh_hosts, master):
     target = operator.cwd / "admin.kubeconfig"
     res = operator("kubeconfig", "--outputs", outputs["path"], "-o", target, check=0)
     assert res.stdout.strip() == str(target)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     doc = yaml.safe_load(target.read_text())
     assert [c["cluster"]["server"] for c in doc["clusters"]] == [f"https://{API_FIP}:16443"]
-    assert doc["users"] and doc["users"][0]["user"]
+    key = doc["users"][0]["user"]["client-key-data"]
+    # read on the first control plane over SSH (through the bastion), not as a Salt
+    # return: the master's job cache never saw the client key
+    assert "Accepted publickey" in ssh_hosts["k8s-cp-1"].log.read_text()
+    jobs = Path(master.config["cachedir"]) / "jobs"
+    assert not any(key.encode() in p.read_bytes() for p in jobs.rglob("*") if p.is_file())
+    # recorded, for kos down to remove with the cluster
+    written = json.loads((operator.cwd / ".kos" / "kosbt" / "kubeconfigs.json").read_text())
+    assert list(written) == [str(target)]
 
 
 def test_without_the_agent_key_the_master_is_unreachable(converged, operator, outputs):
