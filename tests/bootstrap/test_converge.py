@@ -110,7 +110,8 @@ def pillar_dir(tmp_path_factory, roots):
             "core": {"hosts_file": str(root / "etc" / "hosts")},
             "kos": {"state_dir": str(root / "etc" / "kos")},
             "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
-            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
+                            "cachedir": str(root / "var/cache/salt/master")},
         }
         (d / "minions" / DOMAIN_SLS / f"{name}.sls").write_text(yaml.safe_dump(layer))
     return d
