@@ -124,9 +124,14 @@ def store_returns(opts):
         ("mine.get", [WORKER, f"kos_join_{WORKER}"], WORKER,
          {FIRST: {"node": WORKER, "role": "worker", "connection": CONNECTION}}),
         ("test.ping", [], WORKER, True),
+        # an operator's own command line with a token in it
+        ("cmd.run", [f"kubeadm token delete {TOKEN}"], FIRST, "bootstrap token deleted"),
         ("state.highstate", [], FIRST,
          {"cmd_|-kos_|-kos_|-run": {"result": True, "changes": {"stdout": f"{TOKEN}\n"},
-                                    "comment": PRIVATE_KEY, "__id__": "kos"}}),
+                                    "comment": PRIVATE_KEY, "__id__": "kos"},
+          # a state's key holds its name
+          f"cmd_|-echo_|-echo {CERT_KEY}_|-run": {"result": True, "changes": {},
+                                                  "comment": "", "__id__": "echo"}}),
         ("file.read", ["/var/snap/microk8s/current/credentials/client.config"], FIRST,
          KUBECONFIG),
     ):
@@ -165,7 +170,9 @@ def test_the_job_cache_holds_no_secret_and_every_other_return(applied):
     mine = get_jid(jids["mine.get"])[WORKER]["return"]
     assert "withheld" in mine and "secret" in mine
     # a highstate keeps its results (kos status reads them), its secrets masked
-    state = get_jid(jids["state.highstate"])[FIRST]["return"]["cmd_|-kos_|-kos_|-run"]
+    states = get_jid(jids["state.highstate"])[FIRST]["return"]
+    assert sorted(states) == ["cmd_|-echo_|-echo withheld-by-kos_|-run", "cmd_|-kos_|-kos_|-run"]
+    state = states["cmd_|-kos_|-kos_|-run"]
     assert state["result"] is True and state["__id__"] == "kos"
     assert "withheld" in state["comment"] and "withheld" in state["changes"]["stdout"]
     kubeconfig = yaml.safe_load(get_jid(jids["file.read"])[FIRST]["return"])
@@ -175,8 +182,11 @@ def test_the_job_cache_holds_no_secret_and_every_other_return(applied):
     loads = {jid: mminion.returners["kos_job_cache.get_load"](jid)
              for jid in mminion.returners["kos_job_cache.get_jids"]()}
     assert sorted(load["fun"] for load in loads.values()) == [
-        "file.read", "mine.get", "mine.get", "state.highstate", "test.ping"]
+        "cmd.run", "file.read", "mine.get", "mine.get", "state.highstate", "test.ping"]
     assert loads[jids["mine.get"]]["tgt"] == WORKER
+    assert loads[jids["mine.get"]]["arg"] == [WORKER, f"kos_join_{WORKER}"]
+    assert loads[jids["cmd.run"]]["arg"] == ["kubeadm token delete withheld-by-kos"]
+    assert get_jid(jids["cmd.run"])[FIRST]["return"] == "bootstrap token deleted"
 
 
 def test_without_the_filter_no_config_names_it(tmp_path_factory):

@@ -11,7 +11,8 @@ operator's ad-hoc ``salt ... mine.get`` or a node's ``salt-call mine.get`` sets 
   token, a certificate key, a kubeconfig) is replaced by a note saying it was withheld;
 - in any other return, a string that looks like a secret (a private key or certificate
   key block, a kubeconfig's client key, a kubeadm bootstrap token, a microk8s connection
-  string) is replaced, so a state whose output echoed one leaks nothing either.
+  string) is replaced, so a state whose output echoed one leaks nothing either; and so in
+  a job's arguments (an operator may type one).
 
 The job, its target, its function and every other return stay, so ``jobs.list_jobs``,
 ``jobs.lookup_jid`` and the highstate results behind ``kos status`` work as before.
@@ -53,10 +54,12 @@ SECRETS = re.compile(
             # the value of a kubeconfig's (YAML or JSON) client key, token or password
             r"(?P<field>\b(?:client-key-data|token|password)\"?[ \t]*:[ \t]*\"?)[^\s\"]{8,}",
             # kubeadm bootstrap tokens (abcdef.0123456789abcdef) and certificate keys (64 hex)
-            r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b",
-            r"\b[0-9a-f]{64}\b",
+            # (not \b: a state's key runs `_|-` straight after its name)
+            r"(?<![a-z0-9])[a-z0-9]{6}\.[a-z0-9]{16}(?![a-z0-9])",
+            r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])",
             # microk8s join connection strings (<address>:25000/<token>[/<fingerprint>])
-            r"[\w.:\[\]-]+:25000/[0-9a-f]{32}(?:/[0-9a-f]+)?",
+            # (a token given with --token may be any 32 or more characters)
+            r"[\w.:\[\]-]+:25000/[^/\s\"']{32,}(?:/[0-9a-f]+)?",
         ]
     ),
     re.S,
@@ -76,8 +79,15 @@ def _scrub(value):
     if isinstance(value, str):
         return SECRETS.sub(_mask, value)
     if isinstance(value, dict):
-        # keys are state IDs and minion ids: never a secret, and they must stay distinct
-        return {k: _scrub(v) for k, v in value.items()}
+        # A state's key holds its name (`cmd_|-<id>_|-<name>_|-run`): keys are masked too,
+        # and kept distinct.
+        safe = {}
+        for key, item in value.items():
+            new = _scrub(key)
+            while new in safe:
+                new += "'"
+            safe[new] = _scrub(item)
+        return safe
     if isinstance(value, (list, tuple)):
         return type(value)(_scrub(v) for v in value)
     return value
@@ -91,15 +101,22 @@ def _fun(load):
 
 
 def redact(load, withhold=WITHHOLD):
-    """A copy of a return's ``load`` that holds no secret (the load itself is left alone)."""
-    if "return" not in load:
-        return load
+    """
+    A copy of a job's or a return's ``load`` that holds no secret: the arguments masked
+    (an operator may have typed one), the return withheld or masked. The load itself, which
+    Salt goes on to publish or fire, is left alone.
+    """
     safe = copy.copy(load)
-    # A function that runs others (state.sls, saltutil.runner...) is scrubbed, not withheld.
-    if _fun(load) in withhold:
-        safe["return"] = WITHHELD
-    else:
-        safe["return"] = _scrub(load["return"])
+    for key in ("arg", "fun_args"):
+        if key in load:
+            safe[key] = _scrub(load[key])
+    if "return" in load:
+        # A function that runs others (state.sls, saltutil.runner...) is scrubbed, not
+        # withheld.
+        if _fun(load) in withhold:
+            safe["return"] = WITHHELD
+        else:
+            safe["return"] = _scrub(load["return"])
     return safe
 
 
