@@ -129,3 +129,23 @@ def test_a_failed_destroy_keeps_them(tmp_path):
     assert mine.exists()
     assert json.loads(dep.state.file(workflow.KUBECONFIGS).read_text()) == {
         str(mine): workflow._digest("clusters: []\n")}
+
+
+def test_kos_asks_salt_for_no_function_that_hands_out_a_secret():
+    """What the master's job cache withholds, kos itself never calls through Salt (the
+    kubeconfig was ``microk8s.config`` / ``file.read`` of admin.conf before)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "kos_job_cache", repo / "salt" / "salt" / "_returners" / "kos_job_cache.py")
+    cache = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cache)
+    named = {}
+    for source in (repo / "bootstrap" / "kos").rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Constant) and node.value in cache.WITHHOLD:
+                named.setdefault(node.value, []).append(f"{source.name}:{node.lineno}")
+    assert named == {}
