@@ -212,15 +212,20 @@ def master(salt_factories, lab, pillar_dir, srv):
 def ssh_hosts(sshd, lab, master, srv, ssh_agent, tmp_path_factory):
     d = tmp_path_factory.mktemp("kosbt-sshd")
     bin_dir = Path(sys.executable).parent
-    bastion = start_sshd(
-        sshd,
-        d / "bastion",
-        lab.hosts["bastion"].netns,
-        lab.hosts["bastion"].address,
-        ssh_agent.public_key,
-        port=SSH_PORT,
-    )
-    salt_host = start_sshd(
+    # The bastion, and the first control plane, where `kos kubeconfig` reads the admin
+    # kubeconfig over SSH (never through Salt).
+    hosts = {
+        name: start_sshd(
+            sshd,
+            d / name,
+            lab.hosts[name].netns,
+            lab.hosts[name].address,
+            ssh_agent.public_key,
+            port=SSH_PORT,
+        )
+        for name in ("bastion", "k8s-cp-1")
+    }
+    hosts["salt"] = start_sshd(
         sshd,
         d / "salt",
         None,
@@ -233,17 +238,8 @@ def ssh_hosts(sshd, lab, master, srv, ssh_agent, tmp_path_factory):
         },
         mounts={"/srv/pillar": srv / "pillar", "/srv/salt": srv / "salt"},
     )
-    # `kos kubeconfig` reads the admin kubeconfig here over SSH, never through Salt.
-    first = start_sshd(
-        sshd,
-        d / "k8s-cp-1",
-        lab.hosts["k8s-cp-1"].netns,
-        lab.hosts["k8s-cp-1"].address,
-        ssh_agent.public_key,
-        port=SSH_PORT,
-    )
-    yield {"bastion": bastion, "salt": salt_host, "k8s-cp-1": first}
-    for host in (bastion, salt_host, first):
+    yield hosts
+    for host in hosts.values():
         stop_process(host.proc)
 
 
