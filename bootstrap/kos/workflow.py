@@ -463,6 +463,11 @@ def kubeconfig(dep, output, server=None):
     outputs = dep.require_outputs()
     first = first_control_plane(outputs)
     address = (outputs["minions"].get(first) or {}).get("private_ip")
+    if not address:
+        raise ConvergeError(
+            f"the infrastructure's outputs give no private address for {first}",
+            fix="re-run terraform apply (kos up) with this repository's terraform/",
+        )
     with dep.master() as master:
         dist = distributions.detect(master, first)
         try:
