@@ -55,7 +55,9 @@ def found_in_hosts(cluster, secrets, paths, regex=False):
 def found_in_dot_kos(cluster, secrets):
     found = []
     for path in cluster.state.rglob("*"):
-        if path.is_file() and (cluster.state / "local") not in path.parents:
+        # the cloud's machine disks, and Terraform's provider binaries (code, not data)
+        skip = (cluster.state / "local") in path.parents or ".terraform" in path.parts
+        if path.is_file() and not skip:
             data = path.read_bytes()
             found += [f"{path}: {s[:12]}..." for s in secrets if s.encode() in data]
     return found
