@@ -19,12 +19,9 @@ The job, its target, its function and every other return stay, so ``jobs.list_jo
 """
 
 import copy
-import logging
 import re
 
 import salt.loader
-
-log = logging.getLogger(__name__)
 
 __virtualname__ = "kos_job_cache"
 
@@ -32,6 +29,8 @@ __virtualname__ = "kos_job_cache"
 WITHHOLD = frozenset(
     (
         "mine.get",
+        # salt-run mine.get: the master's own view of the mine
+        "runner.mine.get",
         "kos.join_info",
         "microk8s.add_node",
         "microk8s.config",
