@@ -430,7 +430,8 @@ def _print_status(doc):
     "--server", help="API URL to put in it (default: https://<api floating IP>:<API port>)."
 )
 def kubeconfig(output, server, **kw):
-    """Fetch an admin kubeconfig (mode 0600) pointing at the API's floating IP."""
+    """Fetch the admin kubeconfig over SSH (mode 0600; kos down removes it), pointing at
+    the API's floating IP."""
     dep = workflow.Deployment(_settings(**kw), need_inputs=False)
     path, server = workflow.kubeconfig(dep, output or dep.state.path / "kubeconfig", server)
     ui.ok(f"kubeconfig for {server} written to {path} (mode 0600)")

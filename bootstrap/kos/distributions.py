@@ -1,9 +1,13 @@
 """
 What differs between Kubernetes distributions, for ``kos status``, ``kos kubeconfig`` and the
-drain of ``kos down``: which Salt functions on the first control plane read the admin
-kubeconfig and the node list, drain and delete a node, and the API port. The distribution in
-use is the pillar key ``kubernetes:distribution`` of the first control plane (an environment
-layer may override Terraform's choice). A new distribution is one more class here.
+drain of ``kos down``: where the admin kubeconfig is on the first control plane, which Salt
+functions there read the node list, drain and delete a node, and the API port. The
+distribution in use is the pillar key ``kubernetes:distribution`` of the first control plane
+(an environment layer may override Terraform's choice). A new distribution is one more class
+here.
+
+The admin kubeconfig holds a client key: it is read over SSH (through the bastion, as the
+operator), never as a Salt return, which the master would keep in its job cache.
 """
 
 import yaml
@@ -20,13 +24,31 @@ def _one(master, node, fun, *args):
     return ret
 
 
+def _setting(master, node, formula_dir, formula, key):
+    """``<formula>:<key>`` of ``node``: its pillar's, else the formula's default."""
+    value = _one(master, node, "pillar.get", f"{formula}:{key}", "unmask=True")
+    if value in (None, ""):
+        defaults = yaml.safe_load((formula_dir / formula / "defaults.yaml").read_text())
+        value = defaults[key]
+    return str(value)
+
+
 class Distribution:
     name = None
     api_port = None
 
-    def kubeconfig(self, master, node):
-        """The admin kubeconfig's text (holds a client key: never logged)."""
+    def kubeconfig_file(self, master, node, formula_dir):
+        """Where the admin kubeconfig is on ``node`` (a path: asked through Salt)."""
         raise NotImplementedError
+
+    def kubeconfig(self, master, node, address, formula_dir):
+        """
+        The admin kubeconfig's text (holds a client key: never logged), read on ``node``
+        at its private ``address`` over SSH through the bastion.
+        """
+        path = self.kubeconfig_file(master, node, formula_dir)
+        res = master.ssh.run(["cat", "--", path], host=address, timeout=120, secret=True)
+        return res.stdout
 
     def nodes(self, master, node):
         """``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": str}}``."""
@@ -43,8 +65,11 @@ class MicroK8s(Distribution):
     name = "microk8s"
     api_port = 16443
 
-    def kubeconfig(self, master, node):
-        return _one(master, node, "microk8s.config")
+    def kubeconfig_file(self, master, node, formula_dir):
+        # What `microk8s config` prints, but for the server's address, which kos replaces
+        # (CLI reference A.11); the command itself may not be on an SSH session's PATH.
+        snap_data = _setting(master, node, formula_dir, "microk8s", "snap_data")
+        return f"{snap_data}/credentials/client.config"
 
     def nodes(self, master, node):
         return _one(master, node, "microk8s.nodes")
@@ -82,9 +107,8 @@ class Kubeadm(Distribution):
     name = "kubeadm"
     api_port = 6443
 
-    def kubeconfig(self, master, node):
-        kube_dir = _one(master, node, "config.get", "kubeadm:kube_dir", "/etc/kubernetes")
-        return _one(master, node, "file.read", f"{kube_dir or '/etc/kubernetes'}/admin.conf")
+    def kubeconfig_file(self, master, node, formula_dir):
+        return f"{_setting(master, node, formula_dir, 'kubeadm', 'kube_dir')}/admin.conf"
 
     def nodes(self, master, node):
         found = _one(master, node, "kubeadm.nodes")

@@ -1,5 +1,7 @@
 """
-SSH to the salt master through the bastion (ProxyJump), with keys from ssh-agent only.
+SSH to the salt master through the bastion (ProxyJump), with keys from ssh-agent only; and,
+for what must never pass through Salt (the admin kubeconfig), to another host's private
+address the same way.
 
 kos writes its own ssh_config into the state directory: ``IdentityFile none`` keeps
 OpenSSH from reading key files, so the agent is the only source of keys. Host keys are
@@ -147,6 +149,10 @@ class Ssh:
                     f"  Port {port}",
                     "  ProxyJump kos-bastion",
                     f"  ControlPath {self._cm_dir}/%C",
+                    # Any other host, by its private address (-o HostName=...).
+                    "Host kos-node",
+                    f"  Port {port}",
+                    "  ProxyJump kos-bastion",
                     "Host *",
                     f"  User {user}",
                     "  IdentityFile none",
@@ -232,18 +238,38 @@ class Ssh:
             err.seek(0)
             return res, err.read().decode(errors="replace").strip()
 
+    def node_argv(self, address, command):
+        """A session on the host at ``address`` (a private address), through the bastion."""
+        return [
+            "ssh",
+            "-F",
+            str(self.config),
+            "-o",
+            f"HostName={address}",
+            "kos-node",
+            "--",
+            command,
+        ]
+
     def wrap(self, args, sudo=True):
         command = shlex.join([str(a) for a in args])
         if sudo and self.user != "root":
             command = "sudo -n " + command
         return command
 
-    def run(self, args, *, stdin=None, timeout=600, sudo=True, check=True):
-        """Run ``args`` on the host; return CompletedProcess (text)."""
+    def run(self, args, *, stdin=None, timeout=600, sudo=True, check=True, host=None,
+            secret=False):
+        """
+        Run ``args`` on the salt master, or on the host at the private address ``host``;
+        return CompletedProcess (text). With ``secret``, the output is never quoted in an
+        error.
+        """
         command = args if isinstance(args, str) else self.wrap(args, sudo)
+        where = "the salt master" if host is None else host
+        argv = self.argv(command) if host is None else self.node_argv(host, command)
         try:
             res = subprocess.run(
-                self.argv(command),
+                argv,
                 input=stdin,
                 capture_output=True,
                 text=True,
@@ -254,12 +280,13 @@ class Ssh:
             raise ConvergeError(f"timed out after {timeout}s: {command}") from exc
         if res.returncode == 255:
             raise ConvergeError(
-                f"cannot reach the salt master over SSH: {res.stderr.strip()}", fix=UNREACHABLE_FIX
+                f"cannot reach {where} over SSH: {res.stderr.strip()}", fix=UNREACHABLE_FIX
             )
         if check and res.returncode != 0:
+            said = res.stderr if secret else (res.stderr or res.stdout)
             raise ConvergeError(
-                f"command failed on the salt master (exit {res.returncode}): {command}",
-                details=[line for line in (res.stderr or res.stdout).strip().splitlines()][-10:],
+                f"command failed on {where} (exit {res.returncode}): {command}",
+                details=[line for line in said.strip().splitlines()][-10:],
             )
         return res
 

@@ -3,6 +3,7 @@ The steps behind the commands. Each is idempotent and recorded in the cluster's 
 directory; the CLI only parses options and calls these.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -438,10 +439,13 @@ def converge(dep, always=True, exclude=(), limit=()):
 
 
 def forget_host_keys(dep, hostnames):
-    """A rebuilt bastion or master has new SSH host keys: drop the pinned old ones."""
+    """A rebuilt host has new SSH host keys: drop the pinned old ones (the bastion and the
+    master's, and a first control plane's, which `kos kubeconfig` reaches)."""
     outputs = dep.outputs()
-    addresses = {"bastion": outputs.get("bastion_floating_ip"),
-                 "salt": outputs.get("salt_master_private_ip")}
+    addresses = {m.get("hostname"): m.get("private_ip")
+                 for m in (outputs.get("minions") or {}).values()}
+    addresses.update(bastion=outputs.get("bastion_floating_ip"),
+                     salt=outputs.get("salt_master_private_ip"))
     known = dep.state.path / "known_hosts"
     port = dep.settings.ssh_port
     for name in hostnames:
@@ -537,15 +541,31 @@ def status(dep):
     }
 
 
+KUBECONFIGS = "kubeconfigs.json"
+
+
 def kubeconfig(dep, output, server=None):
     outputs = dep.require_outputs()
     first = first_control_plane(outputs)
+    address = (outputs["minions"].get(first) or {}).get("private_ip")
+    if not address:
+        raise ConvergeError(
+            f"the infrastructure's outputs give no private address for {first}",
+            fix="re-run terraform apply (kos up) with this repository's terraform/",
+        )
     with dep.master() as master:
         dist = distributions.detect(master, first)
-        ret = dist.kubeconfig(master, first)
+        try:
+            ret = dist.kubeconfig(master, first, address, dep.settings.formula_dir)
+        except ConvergeError as exc:
+            raise ConvergeError(
+                f"cannot read the admin kubeconfig on {first}: {exc.problem}",
+                fix="run kos converge until the first control plane is up, then retry",
+                details=exc.details,
+            ) from exc
     if not isinstance(ret, str) or "clusters:" not in ret:
         raise ConvergeError(
-            f"{first} returned no kubeconfig",
+            f"{first} has no admin kubeconfig",
             fix="run kos converge until the first control plane is up, then retry",
         )
     if server is None:
@@ -558,11 +578,55 @@ def kubeconfig(dep, output, server=None):
     text = distributions.rewrite_server(ret, server)
     path = Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Recorded first: an interrupted write still leaves kos down a file to remove.
+    _record_kubeconfig(dep, path, text)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         os.fchmod(fh.fileno(), 0o600)
         fh.write(text)
     return path, server
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _written_kubeconfigs(dep):
+    """``{absolute path: sha256 of what kos wrote there}``."""
+    try:
+        return json.loads(dep.state.file(KUBECONFIGS).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_kubeconfig(dep, path, text):
+    dep.state.ensure()
+    written = _written_kubeconfigs(dep)
+    written[str(Path(path).absolute())] = _digest(text)
+    dep.state.file(KUBECONFIGS).write_text(json.dumps(written, indent=1))
+
+
+def remove_kubeconfigs(dep):
+    """
+    The admin kubeconfigs ``kos kubeconfig`` wrote for this cluster go with it; one that
+    changed since (merged into another, say) stays, with a warning. The removed paths.
+    """
+    removed = []
+    for name, digest in _written_kubeconfigs(dep).items():
+        path = Path(name)
+        try:
+            if _digest(path.read_text()) != digest:
+                ui.warn(f"{path} changed since kos kubeconfig wrote it: left in place; it "
+                        f"holds the admin credential of the destroyed cluster {dep.cluster}")
+                continue
+            path.unlink()
+            removed.append(name)
+        except FileNotFoundError:
+            pass
+        except (OSError, UnicodeDecodeError) as exc:
+            ui.warn(f"cannot remove the kubeconfig {path}: {exc}")
+    dep.state.file(KUBECONFIGS).unlink(missing_ok=True)
+    return removed
 
 
 # -- down ------------------------------------------------------------------------------
@@ -613,7 +677,16 @@ def down(dep, confirm):
         lambda: drain(dep),
         always=True,
     )
-    dep.backend.destroy(dep.inputs, dep.steps)
+    destroyed = False
+    try:
+        dep.backend.destroy(dep.inputs, dep.steps)
+        destroyed = True
+    finally:
+        # Once the servers are gone (while they stand, the kubeconfigs are the way in),
+        # even when a leak found afterwards fails the run.
+        if destroyed or dep.steps.status("terraform-destroy") == "done":
+            for path in remove_kubeconfigs(dep):
+                ui.ok(f"admin kubeconfig {path} removed")
     # The next servers print keys of their own.
     trust.Consoles(dep.state.path).path.unlink(missing_ok=True)
     dep.steps.forget(*[name for name in list(dep.steps.records) if name != "terraform-destroy"])

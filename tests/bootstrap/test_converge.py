@@ -110,7 +110,8 @@ def pillar_dir(tmp_path_factory, roots):
             "core": {"hosts_file": str(root / "etc" / "hosts")},
             "kos": {"state_dir": str(root / "etc" / "kos")},
             "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
-            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
+                            "cachedir": str(root / "var/cache/salt/master")},
         }
         (d / "minions" / DOMAIN_SLS / f"{name}.sls").write_text(yaml.safe_dump(layer))
     return d
@@ -211,15 +212,20 @@ def master(salt_factories, lab, pillar_dir, srv):
 def ssh_hosts(sshd, lab, master, srv, ssh_agent, tmp_path_factory):
     d = tmp_path_factory.mktemp("kosbt-sshd")
     bin_dir = Path(sys.executable).parent
-    bastion = start_sshd(
-        sshd,
-        d / "bastion",
-        lab.hosts["bastion"].netns,
-        lab.hosts["bastion"].address,
-        ssh_agent.public_key,
-        port=SSH_PORT,
-    )
-    salt_host = start_sshd(
+    # The bastion, and the first control plane, where `kos kubeconfig` reads the admin
+    # kubeconfig over SSH (never through Salt).
+    hosts = {
+        name: start_sshd(
+            sshd,
+            d / name,
+            lab.hosts[name].netns,
+            lab.hosts[name].address,
+            ssh_agent.public_key,
+            port=SSH_PORT,
+        )
+        for name in ("bastion", "k8s-cp-1")
+    }
+    hosts["salt"] = start_sshd(
         sshd,
         d / "salt",
         None,
@@ -232,8 +238,8 @@ def ssh_hosts(sshd, lab, master, srv, ssh_agent, tmp_path_factory):
         },
         mounts={"/srv/pillar": srv / "pillar", "/srv/salt": srv / "salt"},
     )
-    yield {"bastion": bastion, "salt": salt_host}
-    for host in (bastion, salt_host):
+    yield hosts
+    for host in hosts.values():
         stop_process(host.proc)
 
 
@@ -416,14 +422,23 @@ def test_status_shows_every_node(converged, operator, outputs):
     assert "k8s-worker-1.kos-bt.test" in table.stdout and "ready (worker)" in table.stdout
 
 
-def test_kubeconfig_points_at_the_floating_ip_with_mode_0600(converged, operator, outputs):
+def test_kubeconfig_points_at_the_floating_ip_with_mode_0600(converged, operator, outputs,
+                                                             ssh_hosts, master):
     target = operator.cwd / "admin.kubeconfig"
     res = operator("kubeconfig", "--outputs", outputs["path"], "-o", target, check=0)
     assert res.stdout.strip() == str(target)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     doc = yaml.safe_load(target.read_text())
     assert [c["cluster"]["server"] for c in doc["clusters"]] == [f"https://{API_FIP}:16443"]
-    assert doc["users"] and doc["users"][0]["user"]
+    key = doc["users"][0]["user"]["client-key-data"]
+    # read on the first control plane over SSH (through the bastion), not as a Salt
+    # return: the master's job cache never saw the client key
+    assert "Accepted publickey" in ssh_hosts["k8s-cp-1"].log.read_text()
+    jobs = Path(master.config["cachedir"]) / "jobs"
+    assert not any(key.encode() in p.read_bytes() for p in jobs.rglob("*") if p.is_file())
+    # recorded, for kos down to remove with the cluster
+    written = json.loads((operator.cwd / ".kos" / "kosbt" / "kubeconfigs.json").read_text())
+    assert list(written) == [str(target)]
 
 
 def test_without_the_agent_key_the_master_is_unreachable(converged, operator, outputs):

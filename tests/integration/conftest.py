@@ -162,7 +162,8 @@ def deployment(netlab, pillar_dir, host_roots):
                 "core": {"hosts_file": str(root / "etc" / "hosts")},
                 "kos": {"state_dir": str(root / "etc" / "kos")},
                 "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
-                "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+                "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
+                                "cachedir": str(root / "var/cache/salt/master")},
             },
         )
     yield dep

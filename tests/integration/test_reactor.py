@@ -86,7 +86,8 @@ def rt_deployment(lab, tmp_path_factory, roots):
             "core": {"hosts_file": str(root / "etc" / "hosts")},
             "kos": {"state_dir": str(root / "etc" / "kos")},
             "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
-            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
+                            "cachedir": str(root / "var/cache/salt/master")},
         })
     yield dep
     kill_standin_daemons(roots)

@@ -6,6 +6,7 @@ test mode; file_transfer really delivers a file.
 
 import json
 import os
+import stat
 import subprocess
 
 import yaml
@@ -56,6 +57,11 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
     assert conf["gather_job_timeout"] == 60 and conf["timeout"] == 60
     # a minion that starts is converged by the reactor (tests/integration/test_reactor.py)
     assert conf["reactor"] == [{"salt/minion/*/start": ["salt://reactor/start.sls"]}]
+    # the job cache: root only, an hour, no secret kept (functional/test_salt_master_formula)
+    assert conf["keep_jobs_seconds"] == 3600 and conf["master_job_cache"] == "kos_job_cache"
+    cache = host_roots / "salt" / "var/cache/salt/master"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert (cache / "extmods/returners/kos_job_cache.py").is_file()
     code, again = apply(salt_cli, deployment.fqdn("salt"), "salt_master")
     assert all(not v["changes"] for v in again.values())
 

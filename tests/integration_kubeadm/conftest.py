@@ -116,7 +116,8 @@ def host_layer(root, name):
     layer = {
         "core": {"hosts_file": str(root / "etc" / "hosts")},
         "kos": {"state_dir": str(root / "etc" / "kos")},
-        "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf")},
+        "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
+                        "cachedir": str(root / "var/cache/salt/master")},
         "kubeadm": {
             "kube_dir": str(root / "etc" / "kubernetes"),
             "haproxy": {"config_file": str(root / "etc/haproxy/haproxy.cfg"),

@@ -368,6 +368,12 @@ SALT_MASTER = section("The salt master's configuration.", {
     "gather_job_timeout": seconds("How long the master waits for a minion to say whether its "
                                   "job still runs", 1, 3600),
     "reactor": flag("Converge a minion kos expects when it starts (salt/minion/<id>/start)."),
+    "cachedir": path("The master's cache directory (the job cache and the mine), kept 0700."),
+    # Salt's clean-up runs about hourly: less than a minute would keep nothing `kos status`
+    # could read, more than a week is what the job cache should never hold.
+    "keep_jobs_seconds": seconds("How long a job stays in the job cache", 60, 7 * DAY),
+    "job_cache_filter": flag("Keep join credentials, tokens, certificate keys and kubeconfigs "
+                             "out of the job cache (master_job_cache: kos_job_cache)."),
 })
 
 ADDON = either(flag("Enabled or disabled."), section("An addon with arguments.", {

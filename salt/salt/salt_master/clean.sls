@@ -3,3 +3,10 @@
 salt_master-clean-file-absent-config:
   file.absent:
     - name: {{ salt_master.config_file }}
+
+# Only once no config names it.
+salt_master-clean-file-absent-job_cache:
+  file.absent:
+    - name: {{ salt_master.cachedir }}/extmods/returners/kos_job_cache.py
+    - require:
+      - file: salt_master-clean-file-absent-config

@@ -1,0 +1,212 @@
+"""
+The salt_master formula applied through Salt's real loaders into a directory of its own,
+and the master it configures storing returns through Salt's own job-cache code
+(``salt.utils.job.store_job``, what the master runs for every return): the cache
+directory is 0700, jobs are kept an hour, and no join credential, token, certificate key
+or kubeconfig key reaches the disk, from a published ``mine.get``, a node's ``salt-call
+mine.get`` or a state that echoed one; every other return is stored as before.
+"""
+
+import os
+import stat
+import types
+from pathlib import Path
+
+import pytest
+import salt.config
+import salt.loader
+import salt.utils.job
+import yaml
+from saltfactories.utils.functional import Loaders
+
+REPO = Path(__file__).resolve().parents[2]
+TREE = REPO / "salt" / "salt"
+MASTER_ID = "salt.kos-sm.test"
+WORKER = "k8s-worker-1.kos-sm.test"
+FIRST = "k8s-cp-1.kos-sm.test"
+
+# What a first control plane publishes under kos_join_<node> (microk8s and kubeadm).
+CONNECTION = "10.0.0.5:25000/0123456789abcdef0123456789abcdef/7f3a9c2b1d0e"
+TOKEN = "abcdef.0123456789abcdef"
+CERT_KEY = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+PRIVATE_KEY = (
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIKosKosKosKosKosKosKosKosKosKos\n"
+    "-----END EC PRIVATE KEY-----\n"
+)
+CLIENT_KEY = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLUtvc0tvc0tvcw=="
+KUBECONFIG = (
+    "apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.5:16443\n  name: kos\n"
+    "users:\n- name: admin\n  user:\n    client-certificate-data: Q0VSVA==\n"
+    f"    client-key-data: {CLIENT_KEY}\n"
+)
+SECRETS = (CONNECTION.split("/")[1], TOKEN, CERT_KEY, "KosKosKosKos", CLIENT_KEY)
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory):
+    """The formula applied with its config and cache under a directory of this test."""
+    root = tmp_path_factory.mktemp("salt-master")
+    cachedir = root / "var" / "cache" / "salt" / "master"
+    # as Salt leaves them
+    (cachedir / "jobs").mkdir(parents=True)
+    os.chmod(cachedir, 0o755)
+    os.chmod(cachedir / "jobs", 0o755)
+    pillar_dir = root / "pillar"
+    pillar_dir.mkdir()
+    (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - data\n")
+    (pillar_dir / "data.sls").write_text(yaml.safe_dump({"salt_master": {
+        "config_file": str(root / "etc" / "salt" / "master.d" / "kos.conf"),
+        "cachedir": str(cachedir),
+        "manage_service": False,
+    }}))
+    opts = salt.config.minion_config(None)
+    opts.update(
+        id=MASTER_ID,
+        file_client="local",
+        root_dir=str(root / "minion"),
+        cachedir=str(root / "minion" / "cache"),
+        pki_dir=str(root / "minion" / "pki"),
+        file_roots={"base": [str(TREE)]},
+        pillar_roots={"base": [str(pillar_dir)]},
+        module_dirs=[str(TREE / "_modules")],
+        states_dirs=[str(TREE / "_states")],
+        utils_dirs=[str(TREE / "_utils")],
+    )
+    loaders = Loaders(opts)
+    first = loaders.modules.state.sls("salt_master")
+    again = loaders.modules.state.sls("salt_master")
+    return types.SimpleNamespace(root=root, cachedir=cachedir, first=first.raw,
+                                 again=again.raw)
+
+
+def master_opts(applied, **overrides):
+    """The options a salt-master reading the formula's config would run with."""
+    master_file = applied.root / "etc" / "salt" / "master"
+    master_file.write_text("")
+    opts = salt.config.master_config(str(master_file))
+    opts.update({
+        "root_dir": str(applied.root),
+        "cachedir": str(applied.cachedir),
+        "extension_modules": str(applied.cachedir / "extmods"),
+        "pki_dir": str(applied.root / "pki"),
+        "sock_dir": str(applied.root / "sock"),
+        **overrides,
+    })
+    return opts
+
+
+def test_the_formula_writes_a_config_the_master_reads(applied):
+    failed = {k: v["comment"] for k, v in applied.first.items() if v["result"] is not True}
+    assert not failed, failed
+    assert all(not v["changes"] for v in applied.again.values()), applied.again
+    opts = master_opts(applied)
+    # master.d/kos.conf, read by Salt's own config loader (which checks the types)
+    assert opts["keep_jobs_seconds"] == 3600
+    assert opts["master_job_cache"] == "kos_job_cache"
+    assert opts["job_cache"] is True  # the highstates kos status reads stay
+    for path in (applied.cachedir, applied.cachedir / "jobs"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    installed = applied.cachedir / "extmods" / "returners" / "kos_job_cache.py"
+    assert installed.read_text() == (TREE / "_returners" / "kos_job_cache.py").read_text()
+
+
+def cache_bytes(cachedir):
+    return b"".join(p.read_bytes() for p in Path(cachedir, "jobs").rglob("*") if p.is_file())
+
+
+def store_returns(opts):
+    """What the master does with a published mine.get, a salt-call mine.get, a highstate
+    and a file.read, through Salt's own job-cache code; the jids of the published jobs."""
+    mminion = types.SimpleNamespace(returners=salt.loader.returners(opts, {}))
+    cache = opts["master_job_cache"]
+    jids = {}
+    for fun, arg, minion, ret in (
+        ("mine.get", [WORKER, f"kos_join_{WORKER}"], WORKER,
+         {FIRST: {"node": WORKER, "role": "worker", "connection": CONNECTION}}),
+        ("test.ping", [], WORKER, True),
+        # an operator's own command line with a token in it
+        ("cmd.run", [f"kubeadm token delete {TOKEN}"], FIRST, "bootstrap token deleted"),
+        ("state.highstate", [], FIRST,
+         {"cmd_|-kos_|-kos_|-run": {"result": True, "changes": {"stdout": f"{TOKEN}\n"},
+                                    "comment": PRIVATE_KEY, "__id__": "kos"},
+          # a state's key holds its name
+          f"cmd_|-echo_|-echo {CERT_KEY}_|-run": {"result": True, "changes": {},
+                                                  "comment": "", "__id__": "echo"}}),
+        ("file.read", ["/var/snap/microk8s/current/credentials/client.config"], FIRST,
+         KUBECONFIG),
+    ):
+        jid = mminion.returners[f"{cache}.prep_jid"]()
+        mminion.returners[f"{cache}.save_load"](
+            jid, {"jid": jid, "fun": fun, "arg": arg, "tgt": minion, "tgt_type": "glob",
+                  "user": "root"}, [minion])
+        salt.utils.job.store_job(opts, {"jid": jid, "id": minion, "fun": fun, "fun_args": arg,
+                                        "return": ret, "retcode": 0, "success": True},
+                                 mminion=mminion)
+        jids[fun] = jid
+    # salt-call on a node: no published job, the master stores the whole load
+    salt.utils.job.store_job(opts, {
+        "jid": "req", "id": FIRST, "fun": "mine.get", "fun_args": [FIRST, f"kos_join_{FIRST}"],
+        "return": {FIRST: {"token": TOKEN, "certificate_key": CERT_KEY}}, "retcode": 0},
+        mminion=mminion)
+    return mminion, jids
+
+
+def test_without_the_filter_salts_cache_holds_the_secrets(applied, tmp_path):
+    """The control: Salt's local_cache writes every one of them to disk."""
+    opts = master_opts(applied, master_job_cache="local_cache", cachedir=str(tmp_path))
+    store_returns(opts)
+    found = cache_bytes(tmp_path)
+    assert all(s.encode() in found for s in SECRETS)
+
+
+def test_the_job_cache_holds_no_secret_and_every_other_return(applied):
+    opts = master_opts(applied)
+    mminion, jids = store_returns(opts)
+    found = cache_bytes(applied.cachedir)
+    assert [s for s in SECRETS if s.encode() in found] == []
+    get_jid = mminion.returners["kos_job_cache.get_jid"]
+    assert get_jid(jids["test.ping"]) == {WORKER: {"return": True, "retcode": 0,
+                                                   "success": True}}
+    mine = get_jid(jids["mine.get"])[WORKER]["return"]
+    assert "withheld" in mine and "secret" in mine
+    # a highstate keeps its results (kos status reads them), its secrets masked
+    states = get_jid(jids["state.highstate"])[FIRST]["return"]
+    assert sorted(states) == ["cmd_|-echo_|-echo withheld-by-kos_|-run", "cmd_|-kos_|-kos_|-run"]
+    state = states["cmd_|-kos_|-kos_|-run"]
+    assert state["result"] is True and state["__id__"] == "kos"
+    assert "withheld" in state["comment"] and "withheld" in state["changes"]["stdout"]
+    kubeconfig = yaml.safe_load(get_jid(jids["file.read"])[FIRST]["return"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.0.0.5:16443"
+    assert "withheld" in kubeconfig["users"][0]["user"]["client-key-data"]
+    # the jobs are all listed, with their functions and targets (jobs.list_jobs)
+    loads = {jid: mminion.returners["kos_job_cache.get_load"](jid)
+             for jid in mminion.returners["kos_job_cache.get_jids"]()}
+    assert sorted(load["fun"] for load in loads.values()) == [
+        "cmd.run", "file.read", "mine.get", "mine.get", "state.highstate", "test.ping"]
+    assert loads[jids["mine.get"]]["tgt"] == WORKER
+    assert loads[jids["mine.get"]]["arg"] == [WORKER, f"kos_join_{WORKER}"]
+    assert loads[jids["cmd.run"]]["arg"] == ["kubeadm token delete withheld-by-kos"]
+    assert get_jid(jids["cmd.run"])[FIRST]["return"] == "bootstrap token deleted"
+
+
+def test_without_the_filter_no_config_names_it(tmp_path_factory):
+    root = tmp_path_factory.mktemp("salt-master-plain")
+    pillar_dir = root / "pillar"
+    pillar_dir.mkdir()
+    (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - data\n")
+    conf = root / "kos.conf"
+    (pillar_dir / "data.sls").write_text(yaml.safe_dump({"salt_master": {
+        "config_file": str(conf), "cachedir": str(root / "cache"), "manage_service": False,
+        "job_cache_filter": False, "keep_jobs_seconds": 600}}))
+    opts = salt.config.minion_config(None)
+    opts.update(id=MASTER_ID, file_client="local", root_dir=str(root / "minion"),
+                cachedir=str(root / "minion" / "cache"), pki_dir=str(root / "minion" / "pki"),
+                file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
+                module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
+                utils_dirs=[str(TREE / "_utils")])
+    ret = Loaders(opts).modules.state.sls("salt_master").raw
+    assert all(v["result"] is True for v in ret.values()), ret
+    written = yaml.safe_load(conf.read_text())
+    assert "master_job_cache" not in written and written["keep_jobs_seconds"] == 600
+    assert not (root / "cache" / "extmods").exists()
+    assert stat.S_IMODE((root / "cache").stat().st_mode) == 0o700
