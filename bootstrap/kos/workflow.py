@@ -208,6 +208,28 @@ def pin_host_keys(dep, outputs):
     return True
 
 
+def pin_node_host_key(dep, minion, address):
+    """
+    A node kos reaches over SSH through the bastion (``kos kubeconfig``): its host keys
+    from its console into known_hosts, pinned as the bastion's and the master's are.
+    """
+    if dep.settings.known_hosts:
+        return
+    known = dep.state.path / "known_hosts"
+    host = trust.known_hosts_host(address, dep.settings.ssh_port)
+    keys = (console_records(dep, [minion]).get(minion) or {}).get("ssh_host_keys")
+    if keys:
+        trust.pin(known, host, keys)
+    elif not (trust.pinned(known, host) or dep.settings.trust_unverified):
+        raise ConvergeError(
+            f"no verified SSH host key for {minion} ({host}): no console showed one and none "
+            f"is pinned in {known}",
+            fix="run kos with the cloud's credentials so kos reads the keys from the servers' "
+            "consoles, or pass --known-hosts FILE with its key, or accept it on first use with "
+            + trust.UNVERIFIED_FLAG,
+        )
+
+
 @contextmanager
 def locked(dep):
     """
@@ -553,6 +575,7 @@ def kubeconfig(dep, output, server=None):
             f"the infrastructure's outputs give no private address for {first}",
             fix="re-run terraform apply (kos up) with this repository's terraform/",
         )
+    pin_node_host_key(dep, first, address)
     with dep.master() as master:
         dist = distributions.detect(master, first)
         try:

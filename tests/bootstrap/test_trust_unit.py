@@ -308,6 +308,24 @@ def test_keys_pinned_earlier_stay_trusted(tmp_path):
     assert workflow.pin_host_keys(deployment(tmp_path), OUTPUTS) is False
 
 
+def test_a_node_kos_reaches_for_its_kubeconfig_is_pinned_from_its_console(tmp_path):
+    node_key = "ssh-ed25519 " + ssh_key(body=bytes([5]) * 32)
+    records = {**host_records(), FQDN: {"server_id": "w", "minion_keys": [],
+                                        "ssh_host_keys": [node_key]}}
+    dep = deployment(tmp_path, records)
+    workflow.pin_node_host_key(dep, FQDN, "10.20.0.21")
+    assert known_hosts_lookup(tmp_path / "known_hosts", "10.20.0.21") == [node_key]
+    # a node whose console showed nothing: refused, unless the operator accepts it
+    dep = deployment(tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    with pytest.raises(ConvergeError) as refused:
+        workflow.pin_node_host_key(dep, FQDN, "10.20.0.21")
+    assert f"no verified SSH host key for {FQDN} (10.20.0.21)" in refused.value.problem
+    assert "--trust-unverified" in refused.value.fix
+    dep.settings.trust_unverified = True
+    workflow.pin_node_host_key(dep, FQDN, "10.20.0.21")
+
+
 def test_ssh_checks_host_keys_strictly_unless_told(tmp_path):
     from kos.ssh import Ssh
 

@@ -48,7 +48,9 @@ def test_a_node_is_reached_through_the_bastion_with_the_agents_keys_only(ssh, tm
     assert conf["proxyjump"] == "kos-bastion"
     assert conf["identityfile"] == "none"
     assert conf["batchmode"] == "yes"
-    assert conf["stricthostkeychecking"] == "accept-new"
+    # pinned from the node's console (kos.workflow.pin_node_host_key), never trusted on first
+    # use unless the operator said so
+    assert conf["stricthostkeychecking"] == "true"
     assert conf["userknownhostsfile"] == str(tmp_path / "state" / "known_hosts")
     # the hop itself is the bastion's floating IP, like the master's
     bastion = resolved(["ssh", "-F", str(ssh.config), "kos-bastion", "--", "true"])
