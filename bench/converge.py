@@ -147,7 +147,7 @@ def cpu_delta(before, after):
 
 
 class Bench:
-    def __init__(self, work, join_seconds, agent_env, baseline_max):
+    def __init__(self, work, join_seconds, agent_env, baseline_max=1000):
         self.work = work
         # clouds.yaml goes to the work directory, not to this user's own
         self.env = {**agent_env, "KOS_LOCAL_JOIN_SECONDS": str(join_seconds),
