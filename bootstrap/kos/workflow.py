@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -513,6 +514,21 @@ def _kubernetes_members(master, first):
         return None, {}, exc.problem
 
 
+def highstates_from_records(records):
+    """Past the job cache's ``keep_jobs_seconds`` a node's last highstate is gone from the
+    master; its own record of its last successful converge (``kos.last_converged``) still
+    tells. ``records``: ``{minion: return}``; a node without a record stays unknown."""
+    found = {}
+    for mid, rec in records.items():
+        if isinstance(rec, dict) and isinstance(rec.get("at"), int):
+            found[mid] = {
+                "result": "ok",
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec["at"])),
+                "source": "the node's converge record",
+            }
+    return found
+
+
 def status(dep):
     outputs = dep.require_outputs()
     ids = sorted(outputs["minions"])
@@ -521,6 +537,10 @@ def status(dep):
         keys = master.keys()
         answering, _ = master.answering(ids, timeout=STATUS_PING)
         highstates = master.last_highstates(ids)
+        aged = [m for m in ids if m not in highstates and m in answering]
+        if aged:
+            records = master.salt(aged, "kos.last_converged", timeout=STATUS_PING)
+            highstates.update(highstates_from_records(records))
         dist_name, members, k8s_error = _kubernetes_members(master, first)
     accepted = set(keys.get("minions", []))
     pending = set(keys.get("minions_pre", []))

@@ -25,6 +25,7 @@ is down (and ``--exclude``), a failing state reported with its ID and comment.
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -420,6 +421,20 @@ def test_status_shows_every_node(converged, operator, outputs):
     assert "kubernetes" not in nodes[fqdn("salt")]
     table = operator("status", "--outputs", outputs["path"], check=0)
     assert "k8s-worker-1.kos-bt.test" in table.stdout and "ready (worker)" in table.stdout
+
+
+def test_status_still_knows_the_last_converge_once_the_job_cache_let_it_go(
+        converged, operator, outputs, master):
+    # what keep_jobs_seconds does to the highstates an hour later
+    jobs = Path(master.config["cachedir"]) / "jobs"
+    shutil.rmtree(jobs)
+    jobs.mkdir(mode=0o700)
+    res = operator("status", "--outputs", outputs["path"], "--json", check=0)
+    doc = json.loads(res.stdout)
+    assert doc["healthy"] is True
+    for node in doc["nodes"]:
+        assert node["last_highstate"]["result"] == "ok", node
+        assert node["last_highstate"]["source"] == "the node's converge record"
 
 
 def test_kubeconfig_points_at_the_floating_ip_with_mode_0600(converged, operator, outputs,

@@ -126,6 +126,16 @@ def test_a_node_without_microk8s_has_not_joined(m):
     assert mod.converge_need()["kubernetes"]["joined"] is False
 
 
+def test_last_converged_is_the_nodes_own_record(m, monkeypatch):
+    assert mod.last_converged() is None
+    monkeypatch.setattr(mod.time, "time", lambda: 1795000000)
+    mod.record_converged(tree="t1")
+    assert mod.last_converged() == {"at": 1795000000, "tree": "t1"}
+    # learning new members keeps when the node last converged
+    mod.record_converged(tree="t2", members_only=True)
+    assert mod.last_converged() == {"at": 1795000000, "tree": "t1"}
+
+
 def test_members_only_needs_a_whole_converge_first(state_dir):
     assert mod.record_converged(tree="t1", members_only=True) is False
     assert not (state_dir / mod.CONVERGED_RECORD).exists()

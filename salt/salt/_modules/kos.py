@@ -254,6 +254,24 @@ def converge_need(tree=None):
     }
 
 
+def last_converged():
+    """
+    When this node's last converge through kos succeeded (``at``, seconds since the epoch)
+    and the state tree it was made of, from its own record; None when kos never converged
+    it. ``kos status`` asks for it once the master's job cache has let the highstate go.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.last_converged
+    """
+    record = __utils__["kos_state.read_json"](_record_path()) or {}
+    if not record.get("pillar"):
+        return None
+    return {"at": record.get("at"), "tree": record.get("tree")}
+
+
 def record_converged(tree=None, members_only=False):
     """
     Note what this node's converge was made of (``<kos:state_dir>/converged.json``, root
