@@ -137,7 +137,9 @@ def cluster_values(param, public_key):
     return {**CLUSTERS[param], **CLOUD_VALUES, "ssh_public_keys": [public_key]}
 
 
-@pytest.fixture(scope="module", params=sorted(CLUSTERS))
+# One cluster per distribution for every module of this package (each costs minutes);
+# test_teardown.py, last in collection order, takes them down and checks what is left.
+@pytest.fixture(scope="package", params=sorted(CLUSTERS))
 def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported fixture
     values = cluster_values(request.param, ssh_agent.public_key)
     work = tmp_path_factory.mktemp(f"kose2e-{request.param}")

@@ -3,22 +3,21 @@
 planes + 1 worker (kubeadm), through a real OpenStack: every server ACTIVE and booted by
 cloud-init with its port's DHCP address, every node joined, Neutron's security groups and
 floating-IP NAT doing what the Terraform says, the salt master rebuilt on its volume
-keeping its minions, a second orchestration changing nothing, and ``kos down`` leaving
-nothing in the cloud and nothing on this machine.
+keeping its minions, a second orchestration changing nothing (``kos down`` leaving
+nothing in the cloud nor on this machine: test_teardown.py).
 """
 
 import ipaddress
 import json
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from kos.local import net as local_net
 from tests.bootstrap.conftest import Kos
-from tests.e2e.conftest import Listener, connects, leftovers, tcp_peer_seen_by_listener
+from tests.e2e.conftest import Listener, connects, tcp_peer_seen_by_listener
 
 pytestmark = pytest.mark.netns
 
@@ -221,43 +220,3 @@ def test_preflight_names_a_rejected_credential(cluster, tmp_path):
     res = openstack_path(cluster, {}, tmp_path, clouds_yaml=wrong)
     assert res.returncode == 4, res.stderr
     assert "OpenStack authentication failed" in res.stderr and "(HTTP 401)" in res.stderr
-
-
-def seed_what_kubernetes_leaves(cluster):
-    """What the cloud controller manager and the Cinder CSI driver leave behind them."""
-    conn = cluster.conn()
-    private = conn.network.find_network(f"{cluster.name}-private")
-    port = conn.network.create_port(network_id=private.id, name="kos-debris-vip")
-    ip = conn.network.create_ip(
-        floating_network_id=conn.network.find_network("public").id,
-        description=f"Floating IP for Kubernetes external service default/web from cluster "
-                    f"{cluster.name}")
-    vol = conn.block_storage.create_volume(
-        size=1, name="pvc-kos-data", metadata={"cinder.csi.openstack.org/cluster": cluster.name})
-    conn.block_storage.wait_for_status(vol, "available", wait=120)
-    return port, ip, vol
-
-
-def test_down_leaves_nothing_in_the_cloud_nor_on_this_machine(cluster):
-    assert leftovers(cluster.name, cluster.state) != []  # the cluster is there
-    if cluster.values["kubernetes_distribution"] == "microk8s":
-        seed_what_kubernetes_leaves(cluster)
-    # first the cluster, the cloud kept: its project must be empty
-    kept = cluster.kos("down", *cluster.args, "--yes", env={"KOS_LOCAL_KEEP_CLOUD": "1"},
-                       timeout=900)
-    assert kept.returncode == 0, kept.stderr[-3000:]
-    conn = cluster.conn()
-    project = conn.current_project_id
-    assert list(conn.compute.servers()) == []
-    assert [p.id for p in conn.network.ports(project_id=project)
-            if not (p.device_owner or "").startswith("network:")] == []
-    assert list(conn.network.ips(project_id=project)) == []
-    assert list(conn.block_storage.volumes()) == []
-    assert list(conn.network.routers(project_id=project)) == []
-    assert list(conn.network.networks(project_id=project)) == []
-    # then the cloud: nothing of it stays on this machine
-    time.sleep(1)
-    cluster.down = cluster.kos("down", *cluster.args, "--yes", timeout=900)
-    assert cluster.down.returncode == 0, cluster.down.stderr[-3000:]
-    assert leftovers(cluster.name, cluster.state) == []
-    assert not (cluster.state / "local").exists()
