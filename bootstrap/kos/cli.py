@@ -247,7 +247,7 @@ def plan(out_dir, plan_file, **kw):
     try:
         with ui.step("terraform plan"):
             changes, text = dep.backend.plan(dep.inputs, binary)
-        doc = plan_mod.show_json(plan_mod.terraform_of(dep.backend), binary)
+        doc = plan_mod.terraform_of(dep.backend).show_plan(binary)
         summary = {"cluster": dep.cluster, "changes": len(changes)}
         if plan_file:
             saved = terraform_mod.save_plan(binary, plan_file)

@@ -16,13 +16,12 @@ What cannot be told (no cluster yet, the master unreachable) is said, not guesse
 """
 
 import importlib.util
-import json
 from pathlib import Path
 
 import yaml
 
 from . import drift, ui
-from .errors import KosError, TerraformError
+from .errors import KosError
 
 ACTIONS = ("create", "update", "delete", "replace")
 # pillar/top.sls: the layers every minion gets; the others are per domain or per host.
@@ -51,19 +50,6 @@ def terraform_of(backend):
     OpenStack backend it runs)."""
     found = getattr(backend, "terraform", None) or getattr(backend, "openstack", None)
     return getattr(found, "terraform", found)
-
-
-def show_json(terraform, plan_file):
-    """``terraform show -json`` of a saved plan."""
-    retcode, stdout, stderr = terraform.tf.run(
-        "show", args=[str(plan_file)], options={"json": ...}, chdir=str(terraform.work_dir)
-    )
-    if retcode != 0:
-        raise TerraformError(
-            f"terraform show cannot read the plan {plan_file}",
-            details=[line for line in stderr.splitlines() if line.strip()][-5:],
-        )
-    return json.loads(stdout)
 
 
 def terraform_changes(doc):

@@ -187,18 +187,25 @@ class Terraform:
         summary = [e.get("changes", {}) for e in events if e.get("type") == "change_summary"]
         return summary[-1] if summary else {}
 
-    def plan_variables(self, plan_file):
-        """The variables a saved plan was made with, as ``{name: value}``."""
+    def show_plan(self, plan_file, fix=None):
+        """``terraform show -json`` of a saved plan."""
         retcode, stdout, stderr = self.tf.run(
             "show", args=[str(plan_file)], options={"json": ...}, chdir=str(self.work_dir)
         )
         if retcode != 0:
             raise TerraformError(
                 f"terraform show cannot read the saved plan {plan_file}",
-                fix="pass a plan file written by `kos plan --plan-file` for this repository",
+                fix=fix,
                 details=[line for line in stderr.splitlines() if line.strip()][-5:],
             )
-        doc = json.loads(stdout)
+        return json.loads(stdout)
+
+    def plan_variables(self, plan_file):
+        """The variables a saved plan was made with, as ``{name: value}``."""
+        doc = self.show_plan(
+            plan_file,
+            fix="pass a plan file written by `kos plan --plan-file` for this repository",
+        )
         return {name: entry.get("value") for name, entry in doc.get("variables", {}).items()}
 
     def apply_plan(self, plan_file):

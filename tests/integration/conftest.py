@@ -129,6 +129,21 @@ def pillar_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("pillar-layers")
 
 
+def host_layer(root, name):
+    """A host's "disk" under ``root`` (its /etc/hostname, which the microk8s stand-in's join
+    resolves, and /etc/hosts), and its most specific pillar layer: where that disk is."""
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "hostname").write_text(f"{name}\n")
+    (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+    return {
+        "core": {"hosts_file": str(root / "etc" / "hosts")},
+        "kos": {"state_dir": str(root / "etc" / "kos")},
+        "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
+        "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
+                        "cachedir": str(root / "var/cache/salt/master")},
+    }
+
+
 @pytest.fixture(scope="package")
 def deployment(netlab, pillar_dir, host_roots):
     for name in HOSTNAMES:
@@ -151,21 +166,7 @@ def deployment(netlab, pillar_dir, host_roots):
         },
     )
     for name in HOSTNAMES:
-        root = host_roots / name
-        (root / "etc").mkdir(parents=True, exist_ok=True)
-        (root / "etc" / "hostname").write_text(f"{name}\n")
-        (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
-        # The most specific layer: where this host's "disk" is.
-        dep.write(
-            f"minions/{DOMAIN_SLS}/{name}.sls",
-            {
-                "core": {"hosts_file": str(root / "etc" / "hosts")},
-                "kos": {"state_dir": str(root / "etc" / "kos")},
-                "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
-                "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
-                                "cachedir": str(root / "var/cache/salt/master")},
-            },
-        )
+        dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", host_layer(host_roots / name, name))
     yield dep
     kill_standin_daemons(host_roots)
 

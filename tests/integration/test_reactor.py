@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import (
-    REPO, Deployment, converged, kill_standin_daemons, netns_minion,
+    REPO, Deployment, converged, host_layer, kill_standin_daemons, netns_minion,
 )
 from tests.netlab import NetLab, can_use_netns
 
@@ -77,18 +77,7 @@ def rt_deployment(lab, tmp_path_factory, roots):
         "microk8s": {"ready_timeout": 30},
     })
     for name in FIRST + [LATER, STRAY]:
-        root = roots / name
-        (root / "etc").mkdir(parents=True, exist_ok=True)
-        # the stand-in's join checks that this name resolves to the joining address
-        (root / "etc" / "hostname").write_text(f"{name}\n")
-        (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
-        dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", {
-            "core": {"hosts_file": str(root / "etc" / "hosts")},
-            "kos": {"state_dir": str(root / "etc" / "kos")},
-            "microk8s": {"snap_data": str(root / "var/snap/microk8s/current")},
-            "salt_master": {"config_file": str(root / "etc/salt/master.d/kos.conf"),
-                            "cachedir": str(root / "var/cache/salt/master")},
-        })
+        dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", host_layer(roots / name, name))
     yield dep
     kill_standin_daemons(roots)
 
