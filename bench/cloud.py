@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
 from converge import MemoryPeak  # noqa: E402 - the same sampler as the converge bench
+from kos import workflow  # noqa: E402
 from kos.local import hosts, net  # noqa: E402
 
 CLUSTER = "kosbenchc"
@@ -41,8 +42,7 @@ PHASES = {
     "cloud": ("local-cloud",),
     "apply": ("terraform-init", "terraform-apply"),
     "first boot": ("first-boot",),
-    "converge": ("salt-keys", "salt-trees", "salt-pillar", "salt-sync", "salt-master-config",
-                 "orchestrate"),
+    "converge": workflow.CONVERGE_STEPS,
 }
 
 

@@ -8,6 +8,9 @@ base:
   '*':
     - ignore_missing: True
     - _from_terraform
+    {#- Written by kos on the master for control planes only (kos.ccm): the cloud
+        controller's application credential; never in this repository. #}
+    - _ccm_{{ hostname }}
     - kos.derived
     - environments.defaults
 {%- if domain %}

@@ -30,6 +30,11 @@ class Backend(ABC):
     def destroy(self, inputs, steps):
         """Remove everything ``create`` made, and what the cluster left behind."""
 
+    def project(self):
+        """An openstacksdk connection to the cluster's OpenStack project, or None for a
+        backend without one (kos creates the cloud-controller-manager's credential there)."""
+        return None
+
     def pillar_layers(self):
         """``{file name: text}`` of pillar layers this cloud writes beside the Terraform one
         (``_*.sls``, kept by every push of the repository's pillar)."""

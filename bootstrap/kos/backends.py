@@ -7,7 +7,7 @@ kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenSta
 ``local`` rebuilds the same plan on this machine (``kos.local``).
 """
 
-from . import cloud, trust, ui
+from . import ccm, cloud, trust, ui
 from .backend import Backend
 from .errors import InputError, PreflightError
 from .local import LocalBackend
@@ -43,6 +43,9 @@ class OpenStackBackend(Backend):
         if self._conn is None:
             self._conn = cloud.connect(self.settings.os_cloud)
         return self._conn
+
+    def project(self):
+        return self.conn
 
     def preflight(self, inputs, check_quota=True):
         findings = []
@@ -126,6 +129,13 @@ class OpenStackBackend(Backend):
             fp,
             "remove what outlived terraform destroy",
             lambda: cloud.cleanup_after_destroy(self.conn, cluster),
+            always=True,
+        )
+        steps.run(
+            "ccm-credential-delete",
+            fp,
+            "delete the cloud-controller-manager's application credential",
+            lambda: {"deleted": ccm.delete(self.conn, cluster)},
             always=True,
         )
         ui.ok(f"cluster {cluster} destroyed")

@@ -439,6 +439,17 @@ def kubeconfig(output, server, **kw):
     return errors.EXIT_OK
 
 
+@cli.command("rotate-ccm-credential")
+@common_options
+def rotate_ccm_credential(**kw):
+    """Replace the cloud-controller-manager's application credential (kubeadm)."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    with workflow.locked(dep):
+        done = workflow.rotate_ccm_credential(dep)
+    ui.data({"cluster": dep.cluster, **done})
+    return errors.EXIT_OK
+
+
 @cli.command()
 @common_options
 @yes_option

@@ -523,16 +523,40 @@ class SaltMaster:
 
     # -- files, pushed over the same SSH connection (not Salt requests) -----------------
 
-    def push_pillar(self, text, path=PILLAR_FILE):
-        """Write the Terraform pillar layer as root, mode 0640; unchanged content is kept."""
+    def push_pillar(self, text, path=PILLAR_FILE, mode="0640"):
+        """Write a pillar layer as root (the Terraform one by default), ``mode``; unchanged
+        content is kept. The text goes over the SSH connection's stdin, never a command line."""
+        if not re.fullmatch(r"0[0-7]{3}", mode):
+            raise ValueError(f"not a file mode: {mode!r}")
         tmp = f"{path.rsplit('/', 1)[0]}/.kos-{path.rsplit('/', 1)[1]}.tmp"
         script = (
             f"set -e; umask 077; cat > {tmp}; "
             f"if cmp -s {tmp} {path}; then rm -f {tmp}; echo unchanged; "
-            f"else chown root:root {tmp}; chmod 0640 {tmp}; mv -f {tmp} {path}; echo written; fi"
+            f"else chown root:root {tmp}; chmod {mode} {tmp}; mv -f {tmp} {path}; echo written; fi"
         )
         res = self.ssh.run(["sh", "-c", script], stdin=text)
         return res.stdout.strip()
+
+    def layer_values(self, pillar_dir, pattern, key):
+        """``{path: value}`` of one plain ``key: value`` line in each pillar file matching
+        ``pattern`` under ``pillar_dir`` (None where it has none). Reads that line only."""
+        script = (
+            f"for f in {shlex.quote(pillar_dir)}/{pattern}; do [ -f \"$f\" ] || continue; "
+            f"printf '%s\\t%s\\n' \"$f\" "
+            f"\"$(sed -n 's/^ *{key}: *//p' \"$f\" | head -n 1)\"; done"
+        )
+        found = {}
+        for line in self.ssh.run(["sh", "-c", script]).stdout.splitlines():
+            path, _, value = line.partition("\t")
+            found[path] = value.strip() or None
+        return found
+
+    def remove_files(self, paths):
+        """Remove these files on the master (as root); missing ones are fine."""
+        paths = list(paths)
+        if paths:
+            self.ssh.run(["rm", "-f", "--", *paths])
+        return paths
 
     def push_tree(self, source, dest, keep=None):
         """

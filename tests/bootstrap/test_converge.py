@@ -390,9 +390,11 @@ def test_steps_are_recorded_without_secrets(converged, operator):
         "salt-keys": "done",
         "salt-trees": "done",
         "salt-pillar": "done",
+        "ccm-credential": "done",
         "salt-sync": "done",
         "salt-master-config": "done",
         "orchestrate": "done",
+        "ccm-credential-retire": "done",
     }
     text = json.dumps(doc)
     assert "BEGIN" not in text and "token" not in text.lower()

@@ -248,6 +248,9 @@ def test_ccm_static_pod_mounts_cloud_conf(loaders, lab):
                                   "type": "File"}
     assert mount["readOnly"] is True
     assert pod["spec"]["hostNetwork"] is True
+    # a rotated credential changes the manifest, so the kubelet restarts the Pod
+    digest = pod["metadata"]["annotations"]["kos/cloud-conf-sha256"]
+    assert re.fullmatch(r"[0-9a-f]{64}", digest), digest
 
 
 def test_cloud_conf_quotes_credentials(loaders):

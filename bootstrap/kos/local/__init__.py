@@ -23,7 +23,7 @@ import yaml
 from keystoneauth1 import exceptions as ksa_exceptions
 from openstack import exceptions as sdk_exceptions
 
-from .. import ui
+from .. import ccm, ui
 from ..backend import Backend
 from ..cloud import Finding, raise_on_failures
 from ..errors import CleanupError, ConvergeError
@@ -193,6 +193,12 @@ class LocalBackend(Backend):
         self._environment()
         return self.openstack.plan(inputs, plan_file)
 
+    def project(self):
+        if not (self.cloud.running() and self.cloud.usable()):
+            return None
+        self._environment()
+        return self.openstack.conn
+
     def pillar_layers(self):
         return {"_cloud.sls": "# Written by kos for its rehearsal cloud: what these hosts "
                 "cannot do.\n" + yaml.safe_dump(CLOUD_LAYER, sort_keys=True)}
@@ -237,6 +243,7 @@ class LocalBackend(Backend):
             "volumes": [v.name or v.id for v in conn.block_storage.volumes()],
             "routers": [r.name for r in conn.network.routers(project_id=conn.current_project_id)],
             "networks": [n.name for n in conn.network.networks(project_id=conn.current_project_id)],
+            "application credentials": ccm.existing(conn, self.state.cluster),
         }
         left = {k: v for k, v in left.items() if v}
         if left:

@@ -188,7 +188,10 @@ def application_credential(auth_url, name, password):
     for old in conn.identity.application_credentials(user=user_id):
         if old.name == f"kos-{name}":
             conn.identity.delete_application_credential(user_id, old)
+    # unrestricted: kos creates the cloud-controller-manager's credential with it, which
+    # Keystone allows an application credential only when it is
     cred = conn.identity.create_application_credential(
         user_id, name=f"kos-{name}", description="kos: the rehearsal deployment's credential",
+        unrestricted=True,
     )
     return cred.id, cred.secret
