@@ -148,8 +148,9 @@ def cpu_delta(before, after):
 
 
 class Bench:
-    def __init__(self, work, join_seconds, agent_env, baseline_max=1000):
+    def __init__(self, work, join_seconds, agent_env, baseline_max=1000, keep_failed=False):
         self.work = work
+        self.keep_failed = keep_failed
         # clouds.yaml goes to the work directory, not to this user's own
         self.env = {**agent_env, "KOS_LOCAL_JOIN_SECONDS": str(join_seconds),
                     "XDG_CONFIG_HOME": str(work)}
@@ -352,13 +353,20 @@ class Bench:
             row["batch1_vs_fresh"] = round(base / fresh, 2) if fresh else None
         except Exception as exc:  # noqa: BLE001 - a failed size is a result, not the end
             row["error"] = f"{type(exc).__name__}: {exc}"
+            # what failed where (an orchestration's failing states), not only the headline
+            row["details"] = [str(d) for d in getattr(exc, "details", None) or []][:60]
             row["traceback"] = traceback.format_exc()[-3000:]
             print(f"bench: {workers} workers failed: {row['error'][:500]}", file=sys.stderr)
+            for line in row["details"]:
+                print(f"bench:   {line[:400]}", file=sys.stderr)
         finally:
-            for var_file in (bigger, small):
-                teardown = self.down(var_file)
-                if teardown:
-                    row.setdefault("teardown_errors", []).append(teardown)
+            if self.keep_failed and "error" in row:
+                print("bench: --keep-failed: the cluster stays up", file=sys.stderr, flush=True)
+            else:
+                for var_file in (bigger, small):
+                    teardown = self.down(var_file)
+                    if teardown:
+                        row.setdefault("teardown_errors", []).append(teardown)
         return row
 
 
@@ -427,6 +435,8 @@ def main():
     ap.add_argument("--workers", type=int, nargs="+", default=[5, 25, 50])
     ap.add_argument("--join-seconds", type=float, nargs="+", default=[2.0, 30.0],
                     help="simulated duration of every join and init (default: 2 and 30)")
+    ap.add_argument("--keep-failed", action="store_true",
+                    help="leave a size that failed running (to look at it), and stop there")
     ap.add_argument("--baseline-max", type=int, default=1000,
                     help="run the batch-1 baseline only up to this many workers (it converges "
                     "one node at a time: at 50 workers and 30 s joins, about half an hour)")
@@ -446,7 +456,7 @@ def main():
     proc, env, public_key = agent(work)
     try:
         for join in args.join_seconds:
-            bench = Bench(work, join, env, args.baseline_max)
+            bench = Bench(work, join, env, args.baseline_max, args.keep_failed)
             for n in args.workers:
                 print(f"bench: {n} workers, joins of {join:g} s ...", file=sys.stderr, flush=True)
                 row = bench.one(n, public_key)
@@ -454,6 +464,9 @@ def main():
                 rows.append(row)
                 # after every size, so a long run that is stopped keeps what it measured
                 write_json(Path(args.json), args, rows, memory.peak)
+                if args.keep_failed and "error" in row:
+                    print(f"bench: stopped; the failed cluster and {work} stay", file=sys.stderr)
+                    return 1
     finally:
         proc.terminate()
         memory.stop.set()

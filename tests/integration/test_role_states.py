@@ -55,6 +55,7 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
     cores = salt_cli.run("grains.get", "num_cpus", minion_tgt=deployment.fqdn("salt")).data
     assert conf["worker_threads"] == max(5, 4 * cores)
     assert conf["gather_job_timeout"] == 60 and conf["timeout"] == 60
+    assert conf["publish_drain_timeout"] == 600
     # a minion that starts is converged by the reactor (tests/integration/test_reactor.py)
     assert conf["reactor"] == [{"salt/minion/*/start": ["salt://reactor/start.sls"]}]
     # the job cache: root only, an hour, no secret kept (functional/test_salt_master_formula)

@@ -367,6 +367,8 @@ SALT_MASTER = section("The salt master's configuration.", {
     "timeout": seconds("How long a command waits for quiet minions", 1, 3600),
     "gather_job_timeout": seconds("How long the master waits for a minion to say whether its "
                                   "job still runs", 1, 3600),
+    "publish_drain_timeout": seconds("How long the event bus waits for a subscriber that "
+                                     "does not read before dropping it", 1, 86400),
     "reactor": flag("Converge a minion kos expects when it starts (salt/minion/<id>/start)."),
     "cachedir": path("The master's cache directory (the job cache and the mine), kept 0700."),
     # Salt's clean-up runs about hourly: less than a minute would keep nothing `kos status`
