@@ -127,6 +127,7 @@ class Ssh:
         connect_timeout=15,
         connect_wait=0,
         accept_new=False,
+        nodes_accept_new=False,
     ):
         take_interrupts()
         self.dir = Path(state_dir)
@@ -153,6 +154,8 @@ class Ssh:
                     "Host kos-node",
                     f"  Port {port}",
                     "  ProxyJump kos-bastion",
+                    # a node no console vouched for, where the operator accepts that
+                    *(["  StrictHostKeyChecking accept-new"] if nodes_accept_new else []),
                     "Host *",
                     f"  User {user}",
                     "  IdentityFile none",

@@ -120,6 +120,7 @@ class Deployment:
             port=self.settings.ssh_port,
             connect_wait=self.settings.connect_wait,
             accept_new=accept_new,
+            nodes_accept_new=self.settings.trust_unverified,
         )
         master = SaltMaster(ssh)
         try:

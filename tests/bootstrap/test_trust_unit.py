@@ -339,6 +339,30 @@ def test_ssh_checks_host_keys_strictly_unless_told(tmp_path):
         tofu.close()
 
 
+def test_unverified_nodes_are_accepted_on_first_use_only_when_told(tmp_path):
+    import subprocess
+
+    from kos.ssh import Ssh
+
+    def checking(ssh, host):
+        # what ssh itself makes of the config kos wrote
+        out = subprocess.run(["ssh", "-G", "-F", str(ssh.config), host], capture_output=True,
+                             text=True, check=True).stdout
+        return next(line.split()[1] for line in out.splitlines()
+                    if line.startswith("stricthostkeychecking "))
+
+    told = Ssh(tmp_path / "a", "192.0.2.10", "10.20.0.10", "debian", nodes_accept_new=True)
+    strict = Ssh(tmp_path / "b", "192.0.2.10", "10.20.0.10", "debian")
+    try:
+        assert checking(told, "kos-node") == "accept-new"
+        # the bastion and the master stay pinned: their keys came from their consoles
+        assert checking(told, "kos-master") in ("yes", "true")
+        assert checking(strict, "kos-node") in ("yes", "true")
+    finally:
+        told.close()
+        strict.close()
+
+
 def test_the_first_boot_script_prints_the_marks_kos_reads():
     script = (Path(__file__).resolve().parents[2] / "terraform/cloud-init/kos-firstboot.sh.tftpl")
     text = script.read_text()
