@@ -335,6 +335,7 @@ class Channel:
     def __init__(self, out):
         import salt.client
         import salt.config
+        import salt.exceptions
         import salt.runner
         import salt.syspaths
         import salt.utils.args
@@ -616,15 +617,19 @@ class Channel:
         said = None
         while True:
             self.check_cancelled()
-            answering |= self._ping(sorted(set(wanted) - answering), ping)
+            message = "waiting for answers"
+            try:
+                answering |= self._ping(sorted(set(wanted) - answering), ping)
+            except self.salt.exceptions.SaltClientError as exc:
+                # a master that restarts or is too busy to publish: wait for it, as for a
+                # minion that does not answer yet
+                message = f"waiting for the master to publish: {str(exc).split('.')[0]}"
             silent = sorted(set(wanted) - answering)
             if not silent or time.monotonic() > deadline:
                 return {"answering": sorted(answering), "silent": silent}
-            if silent != said:
-                self.out.emit(
-                    id=rid, event="progress", message="waiting for answers", silent=silent
-                )
-                said = silent
+            if (silent, message) != said:
+                self.out.emit(id=rid, event="progress", message=message, silent=silent)
+                said = (silent, message)
             time.sleep(1)
 
     def op_cmd(self, rid, req):

@@ -440,7 +440,11 @@ class SaltMaster:
         """``(answering, silent)`` after pinging until all answer or ``timeout`` s passed."""
 
         def progress(event):
-            ui.detail(f"waiting for answers from: {', '.join(event.get('silent', []))}")
+            why = event.get("message") or ""
+            if why.startswith("waiting for the master"):
+                ui.detail(why)
+            else:
+                ui.detail(f"waiting for answers from: {', '.join(event.get('silent', []))}")
 
         res = self.channel.request(
             "answering",
