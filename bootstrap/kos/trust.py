@@ -38,8 +38,12 @@ from .errors import ConvergeError
 
 TRUST_FILE = "trust.json"
 HASH = "sha256"
+# The boot script's output reaches a console through journald, as
+# "[   12.34] cloud-init[130]: kos-trust: ...": a mark starts its line or follows exactly
+# that prefix (never other text: something echoed by another program is no evidence).
 MARK = re.compile(
-    r"^\s*kos-trust: (?P<id>\S+) (?P<kind>salt-minion-key|ssh-host-key) (?P<a>\S+) (?P<b>\S+)\s*$"
+    r"^\s*(?:\[\s*\d+\.\d+\]\s*)?(?:cloud-init\[\d+\]:\s*)?"
+    r"kos-trust: (?P<id>\S+) (?P<kind>salt-minion-key|ssh-host-key) (?P<a>\S+) (?P<b>\S+)\s*$"
 )
 FINGER = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){31}$")
 CLOUD_INIT_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"

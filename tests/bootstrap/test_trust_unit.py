@@ -35,10 +35,10 @@ ECDSA = ssh_key("ecdsa-sha2-nistp256", b"\x02" * 64)
 CONSOLE = f"""\
 [    3.141592] EXT4-fs (vda1): mounted filesystem
 Cloud-init v. 22.4.2 running 'modules:final'
-kos: interface eth0 (fa:16:3e:00:00:01, 10.20.0.21) configured as default
-kos-trust: {FQDN} ssh-host-key ssh-ed25519 {ED25519}\r
-kos-trust: {FQDN} salt-minion-key sha256 {FINGER}
-kos: first boot done on {FQDN}: minion {FQDN}, master 10.20.0.10
+cloud-init[130]: kos: interface eth0 (fa:16:3e:00:00:01, 10.20.0.21) configured as default
+cloud-init[130]: kos-trust: {FQDN} ssh-host-key ssh-ed25519 {ED25519}\r
+[   41.271828] cloud-init[130]: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}
+cloud-init[130]: kos: first boot done on {FQDN}: minion {FQDN}, master 10.20.0.10
 -----BEGIN SSH HOST KEY KEYS-----
 ecdsa-sha2-nistp256 {ECDSA} root@k8s-worker-1
 ssh-ed25519 {ED25519} root@k8s-worker-1
@@ -75,6 +75,7 @@ def test_a_console_speaks_for_its_own_server_only():
         f"kos-trust: {FQDN} ssh-host-key ssh-ed25519 not/base64!",
         f"kos-trust: {FQDN} ssh-host-key x509-cert {ED25519}",
         f"user said: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",  # not a line start
+        f"sshd[77]: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",  # not the boot script
     ],
 )
 def test_malformed_marks_are_not_evidence(line):
