@@ -84,7 +84,7 @@ def test_the_masters_cache_is_root_only_and_short_lived(cluster):
     assert re.search(r"^keep_jobs_seconds: 3600$", conf, re.M), conf
     assert re.search(r"^master_job_cache: kos_job_cache$", conf, re.M), conf
     # the running master uses it: the job of this very call is listed by the jobs runner
-    ping = on_master(cluster, "salt", "test.ping")
+    ping = on_master(cluster, minion("salt"), "test.ping")
     assert ping.returncode == 0, ping.stderr
     jobs = cluster.host("salt").run("salt-run", "--out=json", "jobs.list_jobs",
                                     "search_function=test.ping").stdout

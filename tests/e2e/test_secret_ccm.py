@@ -36,11 +36,11 @@ def layer(cluster, hostname):
 
 
 def served(cluster, hostname):
-    """The credential id the minion's pillar holds (salt-call: its return stays on the node)."""
+    """Which credential keys the minion's pillar holds (salt-call: its return stays on the
+    node; Salt masks the values, so the keys tell)."""
     res = cluster.host(hostname).run(
-        "salt-call", "--out=yaml", "pillar.get",
-        "kubeadm:ccm:credentials:application_credential_id", timeout=120)
-    return yaml.safe_load(res.stdout)["local"]
+        "salt-call", "--out=yaml", "pillar.get", "kubeadm:ccm:credentials", timeout=120)
+    return sorted(yaml.safe_load(res.stdout)["local"] or {})
 
 
 def authenticates(ccm):
@@ -76,8 +76,9 @@ def test_the_cloud_controller_has_a_credential_of_its_own(cluster):
     assert {c["credentials"]["application_credential_id"] for c in layers.values()} == {cred.id}
     assert authenticates(layers["k8s-cp-1"])
     # the top file serves it to control planes only
-    assert served(cluster, "k8s-cp-2") == cred.id
-    assert served(cluster, "k8s-worker-1") == ""
+    both = ["application_credential_id", "application_credential_secret"]
+    assert served(cluster, "k8s-cp-2") == both
+    assert served(cluster, "k8s-worker-1") == []
     assert not cluster.host("salt").path("/srv/pillar/_ccm_k8s-worker-1.sls").exists()
     cluster.extra["ccm"] = layers["k8s-cp-1"]
 
@@ -95,7 +96,8 @@ def test_rotation_replaces_it_and_the_old_one_stops_working(cluster):
     assert new_id != old["credentials"]["application_credential_id"]
     assert [c.id for c in ccm_credentials(cluster)] == [new_id]
     assert authenticates(new) and not authenticates(old)
-    assert served(cluster, "k8s-cp-3") == new_id
+    assert served(cluster, "k8s-cp-3") == ["application_credential_id",
+                                           "application_credential_secret"]
     # the secrets went to the master over SSH's stdin: kos printed and logged none of them,
     # and nothing in .kos holds them
     secrets = [c["credentials"]["application_credential_secret"] for c in (old, new)]
