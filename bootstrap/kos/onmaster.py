@@ -706,6 +706,29 @@ class Channel:
             if job.get("fun") == ORCHESTRATE
         ]
 
+    def wait_for_reactor(self, rid, timeout):
+        """
+        The orchestrations running now, once those the master's reactor started (a minion
+        of the cluster that started: the same converge kos asks for) have ended, for at most
+        ``timeout`` s. Another one (an operator's, another kos) is returned at once.
+        """
+        deadline = time.monotonic() + timeout
+        said = None
+        while True:
+            running = self.running_orchestrations()
+            if not running or any(job.get("user") != REACTOR_USER for job in running):
+                return running
+            if time.monotonic() > deadline:
+                return running
+            jids = sorted(str(job.get("jid")) for job in running)
+            if jids != said:
+                self.out.emit(id=rid, event="progress", jids=jids,
+                              message="waiting for the orchestration the master's reactor "
+                              "started: " + ", ".join(jids))
+                said = jids
+            self.check_cancelled()
+            time.sleep(2)
+
     def op_orchestrate(self, rid, req):
         """
         ``state.orchestrate <sls> pillar=<pillar>`` in this process, never beside another
@@ -715,7 +738,7 @@ class Channel:
         sls = str(req.get("sls", ""))
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", sls):
             raise Failure("invalid", f"not an SLS name: {sls!r}")
-        running = self.running_orchestrations()
+        running = self.wait_for_reactor(rid, float(req.get("reactor_wait", 1800)))
         if running:
             raise Failure(
                 "busy",
@@ -845,6 +868,10 @@ class Watcher(threading.Thread):
             self.events.destroy()
         except Exception:  # noqa: BLE001
             pass
+
+
+# The user Salt's reactor runs its reactions as (salt.utils.reactor.ReactWrap.event_user).
+REACTOR_USER = "Reactor"
 
 
 def key_finger(pem, hash_type="sha256"):

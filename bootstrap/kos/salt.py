@@ -684,6 +684,8 @@ def report_event(event):
             )
     elif kind == "return" and event.get("fun") in EVENT_FUNS:
         report_return(event)
+    elif kind == "progress" and event.get("message"):
+        ui.detail(event["message"])
 
 
 def report_return(event):
