@@ -22,7 +22,8 @@ End of stdin means kos is gone: the request being served is cancelled and the pr
 when it has stopped, releasing the master lock. Events on stdout (``id`` is the request's)::
 
     {"event": "ready", "protocol", "salt", "python", "pid", "master"}     once, first
-    {"id", "event": "progress", "message", ...}          e.g. minions still silent
+    {"id", "event": "progress", "message", ...}          e.g. minions still silent, or
+                                                          the master not publishing yet
     {"id", "event": "job", "jid", "fun", "minions"}      a job was published
     {"id", "event": "return", "jid", "minion", "fun", "success", "retcode",
          "return" (``cmd`` only) | "summary" (during an orchestration)}
@@ -617,19 +618,20 @@ class Channel:
         said = None
         while True:
             self.check_cancelled()
-            message = "waiting for answers"
+            master_error = None
             try:
                 answering |= self._ping(sorted(set(wanted) - answering), ping)
             except self.salt.exceptions.SaltClientError as exc:
                 # a master that restarts or is too busy to publish: wait for it, as for a
-                # minion that does not answer yet
-                message = f"waiting for the master to publish: {str(exc).split('.')[0]}"
+                # minion that does not answer yet (Salt's first sentence says which)
+                master_error = str(exc).split(".")[0]
             silent = sorted(set(wanted) - answering)
             if not silent or time.monotonic() > deadline:
                 return {"answering": sorted(answering), "silent": silent}
-            if (silent, message) != said:
-                self.out.emit(id=rid, event="progress", message=message, silent=silent)
-                said = (silent, message)
+            if (silent, master_error) != said:
+                self.out.emit(id=rid, event="progress", message="waiting for answers",
+                              silent=silent, master_error=master_error)
+                said = (silent, master_error)
             time.sleep(1)
 
     def op_cmd(self, rid, req):

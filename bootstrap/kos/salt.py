@@ -440,9 +440,8 @@ class SaltMaster:
         """``(answering, silent)`` after pinging until all answer or ``timeout`` s passed."""
 
         def progress(event):
-            why = event.get("message") or ""
-            if why.startswith("waiting for the master"):
-                ui.detail(why)
+            if event.get("master_error"):
+                ui.detail(f"waiting for the master to publish: {event['master_error']}")
             else:
                 ui.detail(f"waiting for answers from: {', '.join(event.get('silent', []))}")
 
