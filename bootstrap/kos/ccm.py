@@ -1,7 +1,7 @@
 """
 The OpenStack cloud-controller-manager's credential: one Keystone application credential
-per cluster (``kos-<cluster>-ccm``), created by kos with openstacksdk, never written to git
-or to this machine's disk. Its secret exists in Keystone (hashed) and in one pillar layer
+per cluster (``kos-<cluster>-ccm-<time>``), created by kos with openstacksdk, never written
+to git or to this machine's disk. Its secret exists in Keystone (hashed) and in one pillar layer
 per control plane on the salt master (``_ccm_<hostname>.sls``, 0600, a layer the cloud
 writes, not the repository's), which the pillar top file serves to that minion only.
 
@@ -11,6 +11,8 @@ new one reaches the control planes first, the old one is deleted after. ``kos do
 deletes it with the cluster.
 """
 
+import datetime
+import re
 from pathlib import Path
 
 import yaml
@@ -26,8 +28,18 @@ CREDENTIALS_FIX = (
 )
 
 
-def name(cluster):
-    return f"kos-{cluster}-ccm"
+def name(cluster, created=None):
+    """
+    The credential's name: ``kos-<cluster>-ccm-<UTC time of creation>``. Keystone keeps a
+    name unique per user, and a rotation holds the old credential and the new one at once.
+    Without ``created``: the prefix every one of the cluster's credentials has.
+    """
+    prefix = f"kos-{cluster}-ccm"
+    return f"{prefix}-{created:%Y%m%dT%H%M%SZ}" if created else prefix
+
+
+def is_ours(cred_name, cluster):
+    return bool(re.fullmatch(re.escape(name(cluster)) + r"-\d{8}T\d{6}Z", cred_name))
 
 
 def layer_name(hostname):
@@ -55,7 +67,7 @@ def existing(conn, cluster):
     return sorted(
         c.id
         for c in conn.identity.application_credentials(user=conn.current_user_id)
-        if c.name == name(cluster)
+        if is_ours(c.name, cluster)
     )
 
 
@@ -74,7 +86,7 @@ def create(conn, cluster):
     try:
         cred = conn.identity.create_application_credential(
             conn.current_user_id,
-            name=name(cluster),
+            name=name(cluster, datetime.datetime.now(datetime.timezone.utc)),
             description=f"kos: the cloud-controller-manager of cluster {cluster}",
             roles=roles,
             unrestricted=False,

@@ -4,6 +4,7 @@ the layer the master serves them, and a repository pillar that holds a credentia
 before anything changes. Keystone's side runs on the rehearsal cloud (tests/e2e).
 """
 
+import datetime
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,12 @@ def test_the_layer_is_what_the_formula_reads():
         "auth_url": "https://ks:5000/v3", "region": "RegionTwo",
         "credentials": {"application_credential_id": "c0ffee",
                         "application_credential_secret": "s3cr3t-value"}}}}
-    assert ccm.name("prod") == "kos-prod-ccm"
+    created = datetime.datetime(2026, 11, 24, 20, 1, 2, tzinfo=datetime.timezone.utc)
+    assert ccm.name("prod", created) == "kos-prod-ccm-20261124T200102Z"
+    # a rotation's two credentials are both the cluster's, another cluster's are not
+    assert ccm.is_ours("kos-prod-ccm-20261124T200102Z", "prod")
+    assert not ccm.is_ours("kos-prod-ccm-20261124T200102Z", "pro")
+    assert not ccm.is_ours("kos-prod-ccm-extra-20261124T200102Z", "prod")
 
 
 def test_the_repositorys_pillar_holds_no_credential():

@@ -9,6 +9,7 @@ deleting it: the cloud-empty check of test_teardown.py's first down.)
 
 import pytest
 import yaml
+from kos import ccm
 
 from tests.e2e.test_no_secret_at_rest import found_in_dot_kos, found_in_hosts
 
@@ -20,7 +21,7 @@ DOMAIN = "kos.internal"
 def ccm_credentials(cluster):
     conn = cluster.conn()
     return [c for c in conn.identity.application_credentials(user=conn.current_user_id)
-            if c.name == f"kos-{cluster.name}-ccm"]
+            if ccm.is_ours(c.name, cluster.name)]
 
 
 def control_planes(cluster):

@@ -7,6 +7,7 @@ or kubeconfig key reaches the disk, from a published ``mine.get``, a node's ``sa
 mine.get`` or a state that echoed one; every other return is stored as before.
 """
 
+import importlib.util
 import os
 import stat
 import types
@@ -15,6 +16,9 @@ from pathlib import Path
 import pytest
 import salt.config
 import salt.loader
+import salt.utils.batch_output
+import salt.utils.batch_state
+import salt.utils.jid
 import salt.utils.job
 import yaml
 from saltfactories.utils.functional import Loaders
@@ -108,6 +112,9 @@ def test_the_formula_writes_a_config_the_master_reads(applied):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
     installed = applied.cachedir / "extmods" / "returners" / "kos_job_cache.py"
     assert installed.read_text() == (TREE / "_returners" / "kos_job_cache.py").read_text()
+    assert opts["engines"] == [{"kos_batch_scrub": {}}]
+    engine = applied.cachedir / "extmods" / "engines" / "kos_batch_scrub.py"
+    assert engine.read_text() == (TREE / "_engines" / "kos_batch_scrub.py").read_text()
 
 
 def cache_bytes(cachedir):
@@ -189,6 +196,56 @@ def test_the_job_cache_holds_no_secret_and_every_other_return(applied):
     assert get_jid(jids["cmd.run"])[FIRST]["return"] == "bootstrap token deleted"
 
 
+def batch_engine():
+    spec = importlib.util.spec_from_file_location(
+        "kos_batch_scrub", TREE / "_engines" / "kos_batch_scrub.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_batchs_state_file_keeps_no_secret(applied):
+    """``salt --static`` and ``salt -b`` run as batches: Salt 3008's batch manager writes
+    each minion's whole return to the job's .batch.p, past the job cache. The engine
+    rewrites it through the job cache's rules; the batch's minions and codes stay."""
+    opts = master_opts(applied)
+    redact = salt.loader.returners(opts, {})["kos_job_cache.redact_batch"]
+    jids = {}
+    for fun, arg, ret in (
+        ("mine.get", [FIRST, f"kos_join_{WORKER}"],
+         {FIRST: {"node": WORKER, "role": "worker", "connection": CONNECTION}}),
+        ("state.sls", ["kubeadm.credentials"],
+         {"cmd_|-kos_|-kos_|-run": {"result": True, "changes": {"stdout": TOKEN},
+                                    "comment": PRIVATE_KEY}}),
+    ):
+        jid = salt.utils.jid.gen_jid(opts)
+        state = salt.utils.batch_state.create_batch_state(
+            {"fun": fun, "arg": arg + [f"pillar={{'key': '{CERT_KEY}'}}"], "batch": "100%"},
+            [WORKER, FIRST], jid)
+        state["done"][WORKER] = {"ret": ret, "retcode": 0, "failed": False}
+        state["active"][FIRST] = 0
+        salt.utils.batch_state.write_batch_state(jid, state, opts)
+        jids[fun] = jid
+    before = cache_bytes(applied.cachedir)
+    assert all(s.encode() in before for s in (CONNECTION.split("/")[1], TOKEN, CERT_KEY))
+
+    engine = batch_engine()
+    assert engine.sweep(str(applied.cachedir / "jobs"), redact) == 2
+    found = cache_bytes(applied.cachedir)
+    assert [s for s in SECRETS if s.encode() in found] == []
+    assert engine.sweep(str(applied.cachedir / "jobs"), redact) == 0  # nothing left to do
+    mine = salt.utils.batch_state.read_batch_state(jids["mine.get"], opts)
+    assert mine["done"][WORKER] == {"ret": "withheld from the job cache by kos: it carries "
+                                           "a secret", "retcode": 0, "failed": False}
+    assert mine["all_minions"] == [WORKER, FIRST] and list(mine["active"]) == [FIRST]
+    states = salt.utils.batch_state.read_batch_state(jids["state.sls"], opts)
+    result = states["done"][WORKER]["ret"]["cmd_|-kos_|-kos_|-run"]
+    assert result["result"] is True and "withheld" in result["changes"]["stdout"]
+    # a batch's event names the file the engine scrubs
+    tag = salt.utils.batch_output.tag_complete(jids["state.sls"])
+    assert engine.LIFECYCLE.match(tag).group(1) == jids["state.sls"]
+
+
 def test_without_the_filter_no_config_names_it(tmp_path_factory):
     root = tmp_path_factory.mktemp("salt-master-plain")
     pillar_dir = root / "pillar"
@@ -208,5 +265,6 @@ def test_without_the_filter_no_config_names_it(tmp_path_factory):
     assert all(v["result"] is True for v in ret.values()), ret
     written = yaml.safe_load(conf.read_text())
     assert "master_job_cache" not in written and written["keep_jobs_seconds"] == 600
+    assert "engines" not in written
     assert not (root / "cache" / "extmods").exists()
     assert stat.S_IMODE((root / "cache").stat().st_mode) == 0o700

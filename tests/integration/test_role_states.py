@@ -63,6 +63,8 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
     cache = host_roots / "salt" / "var/cache/salt/master"
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
     assert (cache / "extmods/returners/kos_job_cache.py").is_file()
+    assert (cache / "extmods/engines/kos_batch_scrub.py").is_file()
+    assert conf["engines"] == [{"kos_batch_scrub": {}}]
     code, again = apply(salt_cli, deployment.fqdn("salt"), "salt_master")
     assert all(not v["changes"] for v in again.values())
 

@@ -119,6 +119,35 @@ def redact(load, withhold=WITHHOLD):
     return safe
 
 
+def redact_batch(state):
+    """
+    A copy of a batch's state (Salt 3008's ``.batch.p``, which the master's batch manager
+    writes beside a job, past the job cache) that holds no secret: its arguments masked,
+    each minion's return withheld or masked as :func:`redact` does a job's. The minions,
+    their return codes and the batch's progress stay, for ``salt-run batch.status``.
+    """
+    safe = dict(state)
+    withhold = state.get("fun") in WITHHOLD
+    for key in ("arg", "kwargs"):
+        if key in state:
+            safe[key] = _scrub(state[key])
+    for key in ("done", "failed", "active"):
+        returns = state.get(key)
+        if not isinstance(returns, dict):
+            continue
+        safe[key] = {}
+        for minion, data in returns.items():
+            if isinstance(data, dict):
+                data = {
+                    k: WITHHELD if withhold and k in ("ret", "return") else _scrub(v)
+                    for k, v in data.items()
+                }
+            else:
+                data = WITHHELD if withhold and key == "done" else _scrub(data)
+            safe[key][minion] = data
+    return safe
+
+
 def _local():
     # Salt's own local_cache, loaded (with its __opts__) by Salt's loader.
     if "kos_job_cache.local" not in __context__:

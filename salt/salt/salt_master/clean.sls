@@ -10,3 +10,9 @@ salt_master-clean-file-absent-job_cache:
     - name: {{ salt_master.cachedir }}/extmods/returners/kos_job_cache.py
     - require:
       - file: salt_master-clean-file-absent-config
+
+salt_master-clean-file-absent-batch_scrub:
+  file.absent:
+    - name: {{ salt_master.cachedir }}/extmods/engines/kos_batch_scrub.py
+    - require:
+      - file: salt_master-clean-file-absent-config

@@ -21,6 +21,14 @@ salt_master-init-file-managed-job_cache:
     - source: salt://_returners/kos_job_cache.py
     - makedirs: True
     - mode: '0644'
+
+# A batch's .batch.p holds whole returns, past the job cache: this engine scrubs it.
+salt_master-init-file-managed-batch_scrub:
+  file.managed:
+    - name: {{ salt_master.cachedir }}/extmods/engines/kos_batch_scrub.py
+    - source: salt://_engines/kos_batch_scrub.py
+    - makedirs: True
+    - mode: '0644'
 {%- endif %}
 
 salt_master-config-file-managed:
@@ -35,6 +43,7 @@ salt_master-config-file-managed:
 {%- if salt_master.job_cache_filter %}
     - require:
       - file: salt_master-init-file-managed-job_cache
+      - file: salt_master-init-file-managed-batch_scrub
 {%- endif %}
 {%- if salt_master.manage_service %}
 
@@ -47,5 +56,6 @@ salt_master-service-restart-deferred:
       - file: salt_master-config-file-managed
 {%- if salt_master.job_cache_filter %}
       - file: salt_master-init-file-managed-job_cache
+      - file: salt_master-init-file-managed-batch_scrub
 {%- endif %}
 {%- endif %}
