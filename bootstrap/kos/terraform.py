@@ -37,7 +37,9 @@ ENCRYPTED_PLAN = b"kos-encrypted-plan-v1\n"
 STALE_PLAN = ("Saved plan is stale", "Saved plan does not match the given state")
 
 KEEP = {".terraform", "terraform.tfstate", "terraform.tfstate.backup", "plan.tfplan"}
-IGNORE = shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*", "backend.tf", "*.tfplan")
+# (terraform test's files are not the deployment's: one holds a fake private key)
+IGNORE = shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*", "backend.tf", "*.tfplan",
+                                "*.tftest.hcl")
 
 
 def _diagnostics(events):

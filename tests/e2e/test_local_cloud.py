@@ -65,7 +65,8 @@ def test_servers_are_active_and_booted_by_cloud_init_with_dhcp(cluster):
         for port in conn.network.ports(device_id=server.id):
             ip = port.fixed_ips[0]["ip_address"]
             line = next((ln for ln in addrs.splitlines() if f" {ip}/" in ln), "")
-            assert "dynamic" in line, f"{name}: {ip} not leased by DHCP:\n{addrs}"
+            said = "\n".join(ln for ln in console.splitlines() if "kos:" in ln)
+            assert "dynamic" in line, f"{name}: {ip} not leased by DHCP:\n{addrs}\n{said}"
 
 
 def test_hosts_files_list_every_other_host(cluster):
