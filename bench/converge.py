@@ -315,7 +315,9 @@ class Bench:
         dep.use_outputs(dep.backend.create(dep.inputs, dep.steps))
         ids = sorted(dep.outputs()["minions"])
         with dep.master() as master:
-            master.wait_and_accept(ids, timeout=1800)
+            # verified the way kos up accepts them: against what the consoles printed
+            master.wait_and_accept(ids, timeout=1800,
+                                   consoles=workflow.console_records(dep, ids))
             master.wait_responding(ids)
 
     def one(self, workers, public_key):
