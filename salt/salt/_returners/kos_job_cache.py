@@ -99,6 +99,12 @@ def _fun(load):
     return fun
 
 
+def _return(fun, value, withhold=WITHHOLD):
+    """A return as kept: withheld when its function hands out a secret, else masked. (A
+    function that runs others, state.sls or saltutil.runner, is masked, not withheld.)"""
+    return WITHHELD if fun in withhold else _scrub(value)
+
+
 def redact(load, withhold=WITHHOLD):
     """
     A copy of a job's or a return's ``load`` that holds no secret: the arguments masked
@@ -110,12 +116,7 @@ def redact(load, withhold=WITHHOLD):
         if key in load:
             safe[key] = _scrub(load[key])
     if "return" in load:
-        # A function that runs others (state.sls, saltutil.runner...) is scrubbed, not
-        # withheld.
-        if _fun(load) in withhold:
-            safe["return"] = WITHHELD
-        else:
-            safe["return"] = _scrub(load["return"])
+        safe["return"] = _return(_fun(load), load["return"], withhold)
     return safe
 
 
@@ -126,25 +127,22 @@ def redact_batch(state):
     each minion's return withheld or masked as :func:`redact` does a job's. The minions,
     their return codes and the batch's progress stay, for ``salt-run batch.status``.
     """
+    fun = state.get("fun")
     safe = dict(state)
-    withhold = state.get("fun") in WITHHOLD
     for key in ("arg", "kwargs"):
         if key in state:
             safe[key] = _scrub(state[key])
-    for key in ("done", "failed", "active"):
-        returns = state.get(key)
-        if not isinstance(returns, dict):
-            continue
-        safe[key] = {}
-        for minion, data in returns.items():
-            if isinstance(data, dict):
-                data = {
-                    k: WITHHELD if withhold and k in ("ret", "return") else _scrub(v)
-                    for k, v in data.items()
-                }
-            else:
-                data = WITHHELD if withhold and key == "done" else _scrub(data)
-            safe[key][minion] = data
+    # Only finished minions carry a return ("failed" and "active" hold markers and times).
+    if isinstance(state.get("done"), dict):
+        safe["done"] = {
+            minion: {
+                k: _return(fun, v) if k in ("ret", "return") else _scrub(v)
+                for k, v in data.items()
+            }
+            if isinstance(data, dict)
+            else _return(fun, data)
+            for minion, data in state["done"].items()
+        }
     return safe
 
 

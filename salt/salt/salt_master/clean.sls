@@ -1,18 +1,15 @@
-{%- from "salt_master/map.jinja" import salt_master with context %}
+{%- from "salt_master/map.jinja" import salt_master, extmods with context %}
 
 salt_master-clean-file-absent-config:
   file.absent:
     - name: {{ salt_master.config_file }}
 
-# Only once no config names it.
-salt_master-clean-file-absent-job_cache:
-  file.absent:
-    - name: {{ salt_master.cachedir }}/extmods/returners/kos_job_cache.py
-    - require:
-      - file: salt_master-clean-file-absent-config
+# Only once no config names them.
+{%- for kind, module in extmods %}
 
-salt_master-clean-file-absent-batch_scrub:
+salt_master-clean-file-absent-{{ module }}:
   file.absent:
-    - name: {{ salt_master.cachedir }}/extmods/engines/kos_batch_scrub.py
+    - name: {{ salt_master.cachedir }}/extmods/{{ kind }}/{{ module }}.py
     - require:
       - file: salt_master-clean-file-absent-config
+{%- endfor %}

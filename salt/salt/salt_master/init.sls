@@ -1,4 +1,4 @@
-{%- from "salt_master/map.jinja" import salt_master with context %}
+{%- from "salt_master/map.jinja" import salt_master, extmods with context %}
 
 # The job cache and the mine hold what minions returned and published: root only. Salt
 # creates these 0755 and, once they exist, never changes their mode.
@@ -12,23 +12,18 @@ salt_master-init-file-directory-{{ key }}:
     - makedirs: True
 {%- endfor %}
 {%- if salt_master.job_cache_filter %}
+{#- The job cache's filter, and the engine that puts a batch's .batch.p (whole returns,
+    past the job cache) through it. The master loads both from its extension modules:
+    they must be there before the config naming them is, or it could not allocate a job id. #}
+{%- for kind, module in extmods %}
 
-# The master loads returners from its extension modules; it must be there before the
-# config naming it is, or the master could not allocate a job id.
-salt_master-init-file-managed-job_cache:
+salt_master-init-file-managed-{{ module }}:
   file.managed:
-    - name: {{ salt_master.cachedir }}/extmods/returners/kos_job_cache.py
-    - source: salt://_returners/kos_job_cache.py
+    - name: {{ salt_master.cachedir }}/extmods/{{ kind }}/{{ module }}.py
+    - source: salt://_{{ kind }}/{{ module }}.py
     - makedirs: True
     - mode: '0644'
-
-# A batch's .batch.p holds whole returns, past the job cache: this engine scrubs it.
-salt_master-init-file-managed-batch_scrub:
-  file.managed:
-    - name: {{ salt_master.cachedir }}/extmods/engines/kos_batch_scrub.py
-    - source: salt://_engines/kos_batch_scrub.py
-    - makedirs: True
-    - mode: '0644'
+{%- endfor %}
 {%- endif %}
 
 salt_master-config-file-managed:
@@ -42,8 +37,9 @@ salt_master-config-file-managed:
         cfg: {{ salt_master | tojson }}
 {%- if salt_master.job_cache_filter %}
     - require:
-      - file: salt_master-init-file-managed-job_cache
-      - file: salt_master-init-file-managed-batch_scrub
+{%- for kind, module in extmods %}
+      - file: salt_master-init-file-managed-{{ module }}
+{%- endfor %}
 {%- endif %}
 {%- if salt_master.manage_service %}
 
@@ -55,7 +51,8 @@ salt_master-service-restart-deferred:
     - onchanges:
       - file: salt_master-config-file-managed
 {%- if salt_master.job_cache_filter %}
-      - file: salt_master-init-file-managed-job_cache
-      - file: salt_master-init-file-managed-batch_scrub
+{%- for kind, module in extmods %}
+      - file: salt_master-init-file-managed-{{ module }}
+{%- endfor %}
 {%- endif %}
 {%- endif %}
