@@ -190,6 +190,15 @@ class Bench:
         steps = self.steps()
         return round(sum(steps.get(s, 0.0) for s in CONVERGE_STEPS), 1)
 
+    def breakdown(self):
+        """Where a converge's time went: kos's steps, and the orchestration's steps."""
+        doc = json.loads((self.work / ".kos" / CLUSTER / "steps.json").read_text())
+        recs = doc["steps"]
+        return {
+            "steps": {s: recs[s].get("seconds") for s in CONVERGE_STEPS if s in recs},
+            "orchestration": (recs.get("orchestrate", {}).get("detail") or {}).get("seconds"),
+        }
+
     def deployment(self, var_file, pillar_dir=None):
         os.environ.update(self.env)
         settings = workflow.Settings(
@@ -207,11 +216,21 @@ class Bench:
                 ["salt-run", "--out=json", "jobs.list_jobs", "search_function=state.highstate",
                  f"start_time={since.strftime('%Y-%m-%d %H:%M:%S')}"],
                 timeout=600, check=False)
-        try:
-            jobs = json.loads(res.stdout or "{}")
-        except ValueError:
-            return None
-        return sum(len(job.get("Minions") or []) for job in jobs.values())
+            try:
+                jobs = json.loads(res.stdout or "{}")
+            except ValueError:
+                return None
+            # jobs.list_jobs leaves out whom a job targeted (local_cache's get_jids reads
+            # only the load); jobs.list_job has it
+            count = 0
+            for jid in jobs:
+                one = master.ssh.run(["salt-run", "--out=json", "jobs.list_job", jid],
+                                     timeout=600, check=False)
+                try:
+                    count += len(json.loads(one.stdout or "{}").get("Minions") or [])
+                except (ValueError, AttributeError):
+                    return None
+        return count
 
     def measured(self, row, name, var_file, action):
         """Run ``action`` (returns seconds, or a dict with "seconds"), noting its highstates
@@ -243,7 +262,7 @@ class Bench:
         workflow.converge(dep)
         steps = self.steps()
         return {"seconds": round(sum(steps.get(s, 0.0) for s in CONVERGE_STEPS), 1),
-                "orchestrate_seconds": steps.get("orchestrate")}
+                "orchestrate_seconds": steps.get("orchestrate"), "where": self.breakdown()}
 
     def direct_highstate(self, var_file):
         dep = self.deployment(var_file)
@@ -340,7 +359,7 @@ class Bench:
             def add_one():
                 self.kos("up", "--cloud", "local", "--var-file", bigger, "--yes",
                          "--wait-minions", 1800)
-                return self.converge_seconds()
+                return {"seconds": self.converge_seconds(), "where": self.breakdown()}
 
             self.measured(row, "add_one", bigger, add_one)
             teardown = self.down(bigger)

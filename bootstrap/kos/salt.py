@@ -47,6 +47,7 @@ EVENT_FUNS = {
     "saltutil.sync_all": "modules synced",
     "saltutil.refresh_pillar": "pillar refreshed",
     "kos.validate_pillar": "pillar valid",
+    "kos.prepare_converge": "pillar valid, mine updated",
     "mine.update": "mine updated",
     "state.highstate": "highstate",
     "state.apply": "highstate",

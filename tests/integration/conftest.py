@@ -280,7 +280,7 @@ def highstated(steps):
     for step in steps.values():
         sid = step["__id__"]
         if sid in ("kos-orch-deploy-first-control-plane", "kos-orch-deploy-wave") or \
-                sid.startswith("kos-orch-deploy-control-plane-"):
+                sid.startswith(("kos-orch-deploy-control-plane-", "kos-orch-deploy-wave-")):
             ran = converged(step) or set(((step.get("changes") or {}).get("ret") or {}))
             if ran:
                 found[sid] = ran

@@ -104,9 +104,9 @@ def test_every_step_succeeded_in_order(deployed, deployment):
     results = step_results(deployed)
     assert all(results.values()), results
     steps = order(deployed)
-    expected = ["kos-orch-deploy-validate", "kos-orch-deploy-first-control-plane",
-                "kos-orch-deploy-credentials-workers", "kos-orch-deploy-wave",
-                "kos-orch-deploy-revoke"]
+    expected = ["kos-orch-deploy-sync", "kos-orch-deploy-validate",
+                "kos-orch-deploy-first-control-plane", "kos-orch-deploy-credentials-workers",
+                "kos-orch-deploy-wave", "kos-orch-deploy-revoke"]
     assert [i for i in steps if i in expected] == expected
     assert highstated(deployed) == {
         "kos-orch-deploy-first-control-plane": {deployment.fqdn("k8s-cp-1")},
@@ -200,9 +200,23 @@ def test_forced_run_is_one_parallel_highstate_that_changes_nothing(deployed, sal
     assert highstate_changes(steps) == []
 
 
+def test_a_wave_runs_in_parts_of_the_batch_one_after_the_other(deployed, salt_run, deployment):
+    """kos:orchestration:batch caps how many highstates the master serves at once."""
+    ret, steps = orchestrate(salt_run, {"force": True, "kos": {"orchestration": {"batch": 3}}})
+    assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+    parts = highstated(steps)
+    assert sorted(parts) == ["kos-orch-deploy-wave", "kos-orch-deploy-wave-2"], parts
+    assert [len(parts[p]) for p in sorted(parts)] == [3, 1]
+    assert set().union(*parts.values()) == {
+        deployment.fqdn(n) for n in ("salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2")}
+    ids = order(steps)
+    assert ids.index("kos-orch-deploy-wave") < ids.index("kos-orch-deploy-wave-2")
+
+
 def test_a_pillar_change_is_one_parallel_highstate(deployed, salt_run, deployment):
     """A changed environment layer: every minion it applies to in one wave, no ordered
-    step, nothing issued; the next run has nothing left to do."""
+    step, nothing issued, nothing synced (the state tree is the one they converged with);
+    the next run has nothing left to do."""
     env = f"environments/{DOMAIN_SLS}.sls"
     original = (deployment.pillar_dir / env).read_text()
     changed = yaml.safe_load(original)
@@ -214,7 +228,8 @@ def test_a_pillar_change_is_one_parallel_highstate(deployed, salt_run, deploymen
         everyone = {deployment.fqdn(n) for n in ("salt", "k8s-cp-1", "k8s-worker-1",
                                                  "k8s-worker-2")}
         assert highstated(steps) == {"kos-orch-deploy-wave": everyone}
-        assert not [i for i in order(steps) if "credentials" in i or "revoke" in i]
+        assert not [i for i in order(steps) if "credentials" in i or "revoke" in i
+                    or i == "kos-orch-deploy-sync"]
         plan = by_id(steps)["kos-orch-deploy-plan"]["name"]
         assert "pillar changed: microk8s" in plan, plan
         ret, steps = orchestrate(salt_run)

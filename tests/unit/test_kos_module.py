@@ -8,6 +8,7 @@ from unittest.mock import create_autospec
 import pytest
 import salt.modules.config
 import salt.modules.pillar
+from salt.exceptions import CommandExecutionError
 
 from tests.unit.conftest import load, utils
 
@@ -81,6 +82,7 @@ def running(monkeypatch):
 def test_a_node_never_converged_needs_its_highstate(m):
     need = mod.converge_need(tree="t1")
     assert need["highstate"] == ["never converged by kos"]
+    assert need["sync"] is True
     assert need["kubernetes"] == {"role": "worker", "first": False, "initialised": True,
                                   "joined": True}
     # the pillar is compiled fresh and unmasked: a changed secret is a change
@@ -90,14 +92,18 @@ def test_a_node_never_converged_needs_its_highstate(m):
 def test_a_converged_node_needs_nothing_until_its_inputs_change(pillar):
     assert mod.record_converged(tree="t1") is True
     assert mod.converge_need(tree="t1") == {
-        "highstate": [], "learn": False, "kubernetes": mod._kubernetes(pillar)}
+        "highstate": [], "learn": False, "sync": False, "kubernetes": mod._kubernetes(pillar)}
+    # another state tree: its modules too may have changed
     assert mod.converge_need(tree="t2")["highstate"] == ["the state tree changed"]
+    assert mod.converge_need(tree="t2")["sync"] is True
     # orch.deploy's own settings are no input of a highstate
     pillar["kos"]["orchestration"]["batch"] = 20
     assert mod.converge_need(tree="t1")["highstate"] == []
     pillar["core"]["locale"] = "de_DE.UTF-8"
     pillar["kos"]["api"] = {"floating_ip": "203.0.113.10"}
     assert mod.converge_need(tree="t1")["highstate"] == ["pillar changed: core, kos:api"]
+    # a pillar change alone leaves the modules as they were synced
+    assert mod.converge_need(tree="t1")["sync"] is False
 
 
 def test_another_worker_is_news_for_hosts_only(pillar):
@@ -165,3 +171,14 @@ def test_join_info_reads_the_nodes_own_credential(state_dir):
     path.write_text(json.dumps({"node": ME, "role": "worker"}))
     assert mod.join_info(ME) == {"node": ME, "role": "worker"}
     assert mod.join_info("k8s-worker-2.example.com") == {}
+
+
+def test_prepare_converge_sends_the_mine_only_for_a_valid_pillar(m, monkeypatch):
+    m["mine.update"] = create_autospec(lambda: None, return_value=True)
+    monkeypatch.setattr(mod, "pillar_errors", lambda: ["pillar key 'core:x': unknown key"])
+    with pytest.raises(CommandExecutionError, match="invalid pillar:\npillar key 'core:x'"):
+        mod.prepare_converge()
+    m["mine.update"].assert_not_called()
+    monkeypatch.setattr(mod, "pillar_errors", lambda: [])
+    assert mod.prepare_converge() is True
+    m["mine.update"].assert_called_once_with()

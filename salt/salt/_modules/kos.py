@@ -76,6 +76,22 @@ def validate_pillar():
     return True
 
 
+def prepare_converge():
+    """
+    What a converge needs from this node before any node changes: its pillar validated
+    (raises like ``validate_pillar``) and then, only when valid, its mine data sent (its
+    address, for every other node's /etc/hosts). One job where it used to take two.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.prepare_converge
+    """
+    validate_pillar()
+    return __salt__["mine.update"]()
+
+
 def pillar_schema():
     """
     Return the pillar schema: every key, its type, range and meaning (JSON Schema
@@ -215,6 +231,11 @@ def converge_need(tree=None):
     ``learn``
         True when the deployment's members changed since: /etc/hosts must learn them.
 
+    ``sync``
+        True unless this node's last converge was made of this very state tree (its
+        extension modules were synced for it then): only then may a converge skip
+        ``saltutil.sync_all`` here.
+
     ``kubernetes``
         For a Kubernetes node: its role, whether it is the first control plane, and
         whether it is initialised / joined (None when that could not be told).
@@ -250,6 +271,7 @@ def converge_need(tree=None):
     return {
         "highstate": reasons,
         "learn": record.get("members") != now["members"],
+        "sync": tree is None or not record.get("pillar") or record.get("tree") != tree,
         "kubernetes": kubernetes,
     }
 

@@ -13,7 +13,8 @@
       4. the minions that need no highstate but must learn new members: /etc/hosts only.
     A pillar change on a converged cluster is one parallel highstate; a converged
     cluster with nothing changed runs none. Before anything changes, every minion taking
-    part answers, syncs, refreshes and validates its pillar.
+    part answers, refreshes and validates its pillar; those whose extension modules may
+    be stale (no answer, or last converged with another state tree) sync them first.
 
     exclude: these minions take part in nothing.
     limit:   only these minions are converged, plus what they need from the first control
@@ -38,6 +39,14 @@
 {%- set wave_timeout = settings.get('timeout') or 120 %}
 {#- A wave never asks more of the master than it can serve: batches sized by its cores. #}
 {%- set batch = settings.get('batch') or ([5, grains.get('num_cpus', 1) * 5] | max) %}
+{#- How many minions of ``minions`` one part of a wave holds (batch: a count, or "N%"). #}
+{%- macro part_size(minions) -%}
+{%- if batch is string -%}
+{{ [1, ((minions | length) * (batch[:-1] | float) / 100) | round(0, 'ceil') | int] | max }}
+{%- else -%}
+{{ batch | int }}
+{%- endif -%}
+{%- endmacro %}
 {%- set exclude = salt['pillar.get']('exclude', []) %}
 {%- set limit = salt['pillar.get']('limit', []) %}
 {%- set force = salt['pillar.get']('force', False) %}
@@ -125,6 +134,9 @@ kos-orch-deploy-not-yet:
 {%- set learners = (targets + others + ([first] if credentials else [])) | unique | reject('in', highstated) | select('in', learning) | list %}
 {%- set prepared = (highstated + ([first] if credentials else [])) | unique | list %}
 {%- set everyone = (prepared + learners) | unique | list %}
+{#- Extension modules are synced where they may be stale: a minion that did not answer,
+    or whose last converge was made of another state tree. #}
+{%- set syncing = prepared | reject('in', need | dictsort | selectattr('1') | selectattr('1.sync', 'sameas', false) | map(attribute='0') | list) | list %}
 {%- set run = {'tree': tree} %}
 {%- set reasons = [] %}
 {%- for minion in highstated | sort %}
@@ -161,17 +173,20 @@ kos-orch-deploy-ping:
       - test: kos-orch-deploy-plan
 {%- set last = ['kos-orch-deploy-ping'] %}
 {%- if prepared %}
+{%- if syncing %}
 
 kos-orch-deploy-sync:
   salt.function:
     - name: saltutil.sync_all
-    - tgt: {{ prepared | join(',') }}
+    - tgt: {{ syncing | join(',') }}
     - tgt_type: list
     - timeout: {{ wave_timeout }}
     - kwarg:
         refresh: True
     - require:
       - salt: kos-orch-deploy-ping
+{%- do last.append('kos-orch-deploy-sync') %}
+{%- endif %}
 
 kos-orch-deploy-refresh-pillar:
   salt.function:
@@ -182,28 +197,19 @@ kos-orch-deploy-refresh-pillar:
     - kwarg:
         wait: True
     - require:
-      - salt: kos-orch-deploy-sync
+      - salt: {{ last[-1] }}
 
-# Bad pillar stops everything here, before any node changes.
+# Bad pillar stops everything here, before any node changes; a node whose pillar is valid
+# puts its private IP in the mine, before any /etc/hosts is written.
 kos-orch-deploy-validate:
   salt.function:
-    - name: kos.validate_pillar
+    - name: kos.prepare_converge
     - tgt: {{ prepared | join(',') }}
     - tgt_type: list
     - timeout: {{ wave_timeout }}
     - require:
       - salt: kos-orch-deploy-refresh-pillar
-
-# Every converging node's private IP in the mine before any /etc/hosts is written.
-kos-orch-deploy-mine:
-  salt.function:
-    - name: mine.update
-    - tgt: {{ prepared | join(',') }}
-    - tgt_type: list
-    - timeout: {{ wave_timeout }}
-    - require:
-      - salt: kos-orch-deploy-validate
-{%- do last.append('kos-orch-deploy-mine') %}
+{%- do last.append('kos-orch-deploy-validate') %}
 {%- endif %}
 {%- if first_alone %}
 
@@ -220,24 +226,27 @@ kos-orch-deploy-first-control-plane:
 {%- do last.append('kos-orch-deploy-first-control-plane') %}
 {%- endif %}
 {%- if learners %}
+{#- New members, nothing else: /etc/hosts learns them, no highstate. Before any join: the
+    first control plane refuses a node whose name it cannot resolve (CLI reference A.7.3).
+    In parts like the wave's, not Salt's batch (see the wave). #}
+{%- for part in learners | batch(part_size(learners) | int) %}
+{%- set sid = 'kos-orch-deploy-learn' ~ ('' if loop.first else '-' ~ loop.index) %}
 
-# New members, nothing else: /etc/hosts learns them, no highstate. Before any join: the
-# first control plane refuses a node whose name it cannot resolve (CLI reference A.7.3).
-kos-orch-deploy-learn:
+{{ sid }}:
   salt.state:
-    - tgt: {{ learners | join(',') }}
+    - tgt: {{ part | join(',') }}
     - tgt_type: list
     - sls:
       - core.hosts
       - kos.converged
     - queue: True
-    - batch: {{ batch | tojson }}
     - timeout: {{ wave_timeout }}
     - pillar:
         kos_orchestration: {{ {'tree': tree, 'learn': True} | tojson }}
     - require:
       - salt: {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-learn') %}
+{%- do last.append(sid) %}
+{%- endfor %}
 {%- endif %}
 {%- for cp in joining_cps %}
 
@@ -294,11 +303,7 @@ kos-orch-deploy-credentials-workers:
 {%- do last.append('kos-orch-deploy-credentials-workers') %}
 {%- endif %}
 {%- if wave %}
-{%- if batch is string %}
-{%- set size = [1, ((wave | length) * (batch[:-1] | float) / 100) | round(0, 'ceil') | int] | max %}
-{%- else %}
-{%- set size = batch | int %}
-{%- endif %}
+{%- set size = part_size(wave) | int %}
 {#- The wave in parts the master can serve, one after the other; a slow master makes it
     wait (salt_master:gather_job_timeout), never fail. Not Salt's own batch: it keeps
     every minion's whole return in a .batch.p beside the job cache, past kos's job-cache
