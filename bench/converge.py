@@ -182,9 +182,11 @@ class Bench:
                                f"\n{res.stderr[-4000:]}")
         return res
 
+    def records(self):
+        return json.loads((self.work / ".kos" / CLUSTER / "steps.json").read_text())["steps"]
+
     def steps(self):
-        doc = json.loads((self.work / ".kos" / CLUSTER / "steps.json").read_text())
-        return {name: rec.get("seconds") or 0.0 for name, rec in doc["steps"].items()}
+        return {name: rec.get("seconds") or 0.0 for name, rec in self.records().items()}
 
     def converge_seconds(self):
         steps = self.steps()
@@ -192,8 +194,7 @@ class Bench:
 
     def breakdown(self):
         """Where a converge's time went: kos's steps, and the orchestration's steps."""
-        doc = json.loads((self.work / ".kos" / CLUSTER / "steps.json").read_text())
-        recs = doc["steps"]
+        recs = self.records()
         return {
             "steps": {s: recs[s].get("seconds") for s in CONVERGE_STEPS if s in recs},
             "orchestration": (recs.get("orchestrate", {}).get("detail") or {}).get("seconds"),
@@ -260,9 +261,9 @@ class Bench:
     def converge_with(self, var_file, pillar_dir):
         dep = self.deployment(var_file, pillar_dir)
         workflow.converge(dep)
-        steps = self.steps()
-        return {"seconds": round(sum(steps.get(s, 0.0) for s in CONVERGE_STEPS), 1),
-                "orchestrate_seconds": steps.get("orchestrate"), "where": self.breakdown()}
+        return {"seconds": self.converge_seconds(),
+                "orchestrate_seconds": self.steps().get("orchestrate"),
+                "where": self.breakdown()}
 
     def direct_highstate(self, var_file):
         dep = self.deployment(var_file)

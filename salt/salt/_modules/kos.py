@@ -80,7 +80,8 @@ def prepare_converge():
     """
     What a converge needs from this node before any node changes: its pillar validated
     (raises like ``validate_pillar``) and then, only when valid, its mine data sent (its
-    address, for every other node's /etc/hosts). One job where it used to take two.
+    address, for every other node's /etc/hosts). One job, because each job of an
+    orchestration costs the master a round trip to every minion.
 
     CLI Example:
 

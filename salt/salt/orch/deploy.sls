@@ -93,12 +93,17 @@ kos-orch-deploy-unexpected:
 {%- set answers = salt['saltutil.cmd'](asked, 'kos.converge_need', arg=[tree], tgt_type='list', timeout=30) if asked else {} %}
 {%- set need = {} %}
 {%- set joined = {} %}
+{#- Minions whose extension modules were synced for this very state tree. #}
+{%- set current = [] %}
 {%- for minion in asked %}
 {%- set answer = (answers.get(minion) or {}).get('ret') %}
 {%- set answer = answer if answer is mapping else none %}
 {%- set k8s = (answer or {}).get('kubernetes') %}
 {%- do need.update({minion: answer}) %}
 {%- do joined.update({minion: k8s is mapping and k8s.get('joined') is sameas true}) %}
+{%- if answer and answer.get('sync') is sameas false %}
+{%- do current.append(minion) %}
+{%- endif %}
 {%- endfor %}
 {%- set first_up = first and joined.get(first, False) %}
 {%- if started and not first_up %}
@@ -136,7 +141,7 @@ kos-orch-deploy-not-yet:
 {%- set everyone = (prepared + learners) | unique | list %}
 {#- Extension modules are synced where they may be stale: a minion that did not answer,
     or whose last converge was made of another state tree. #}
-{%- set syncing = prepared | reject('in', need | dictsort | selectattr('1') | selectattr('1.sync', 'sameas', false) | map(attribute='0') | list) | list %}
+{%- set syncing = prepared | reject('in', current) | list %}
 {%- set run = {'tree': tree} %}
 {%- set reasons = [] %}
 {%- for minion in highstated | sort %}
@@ -303,12 +308,11 @@ kos-orch-deploy-credentials-workers:
 {%- do last.append('kos-orch-deploy-credentials-workers') %}
 {%- endif %}
 {%- if wave %}
-{%- set size = part_size(wave) | int %}
 {#- The wave in parts the master can serve, one after the other; a slow master makes it
     wait (salt_master:gather_job_timeout), never fail. Not Salt's own batch: it keeps
     every minion's whole return in a .batch.p beside the job cache, past kos's job-cache
     filter, and at 50 workers it reported 18 highstates that had succeeded as empty. #}
-{%- for part in wave | batch(size) %}
+{%- for part in wave | batch(part_size(wave) | int) %}
 {%- set sid = 'kos-orch-deploy-wave' ~ ('' if loop.first else '-' ~ loop.index) %}
 
 {{ sid }}:
