@@ -284,10 +284,10 @@ def test_a_silent_minion_stops_the_deploy_before_anything_changes(deployed, salt
         ret, steps = orchestrate(salt_run, {"force": True})
         assert ret.returncode != 0
         results = step_results(steps)
-        ping = by_id(steps)["kos-orch-deploy-ping"]
-        # "Running function test.ping failed on minions: <ids> Function test.ping ran on ..."
-        named = ping["comment"].split("failed on minions:")[1].split(" Function ")[0]
-        assert ping["result"] is False and [n.strip() for n in named.split(",")] == [silent], ping
+        step = by_id(steps)["kos-orch-deploy-silent"]
+        assert step["result"] is False, step
+        assert step["name"] == f"no answer from {silent}: start them, or leave them out " \
+                               "(pillar exclude)", step
         ran = {sid for sid, ok in results.items() if ok and sid != "kos-orch-deploy-plan"}
         assert ran == set() and highstate_changes(steps) == [], results
         assert tree_snapshot(host_roots) == before
@@ -312,7 +312,7 @@ def test_limit_converges_the_named_nodes_with_the_first_control_planes_credentia
     assert "kos-orch-deploy-first-control-plane" not in steps
     assert steps["kos-orch-deploy-credentials-workers"]["result"] is True
     assert converged(steps["kos-orch-deploy-wave"]) == {worker}
-    assert set(steps["kos-orch-deploy-ping"]["changes"]["ret"]) == {
+    assert set(steps["kos-orch-deploy-validate"]["changes"]["ret"]) == {
         worker, deployment.fqdn("k8s-cp-1")}
     assert salt_cli.run("microk8s.is_worker", minion_tgt=worker).data is True
 
