@@ -45,6 +45,9 @@ PILLAR_FILE = "/srv/pillar/_from_terraform.sls"
 PROGRAM = Path(__file__).with_name("onmaster.py")
 EVENT_FUNS = {
     "saltutil.sync_all": "modules synced",
+    "saltutil.sync_utils": "utils synced",
+    "saltutil.sync_modules": "modules synced",
+    "saltutil.sync_states": "states synced",
     "saltutil.refresh_pillar": "pillar refreshed",
     "kos.validate_pillar": "pillar valid",
     "kos.prepare_converge": "pillar valid, mine updated",

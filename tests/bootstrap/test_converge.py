@@ -548,7 +548,7 @@ def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
     for signum in (signal.SIGTERM, signal.SIGINT):
         forget_converges(roots)
         run = operator.start("converge", "--outputs", outputs["path"])
-        # a minion answered the orchestration's first step (saltutil.sync_all): it runs
+        # a minion answered the orchestration's first steps (saltutil.sync_*): it runs
         run.wait_for(": modules synced", after="▶ salt-run state.orchestrate orch.deploy")
         run.signal(signum)
         assert run.wait() == 130, run.stderr
@@ -595,7 +595,7 @@ def test_an_orchestration_running_on_the_master_keeps_kos_from_changing_anything
 
 def sync_jobs(master):
     jobs = master.salt_run_cli(timeout=120).run(
-        "jobs.list_jobs", "search_function=saltutil.sync_all"
+        "jobs.list_jobs", "search_function=saltutil.sync_modules"
     )
     return set(jobs.data or {})
 
@@ -635,7 +635,7 @@ def test_exclude_is_handed_to_the_orchestration(converged, operator, outputs, ma
     # converge), and handed to the orchestration as pillar
     new_jobs = master.event_listener.get_events([(master.id, "salt/job/*/new")], after_time=since)
     syncs = [
-        sorted(e.data["minions"]) for e in new_jobs if e.data.get("fun") == "saltutil.sync_all"
+        sorted(e.data["minions"]) for e in new_jobs if e.data.get("fun") == "saltutil.sync_modules"
     ]
     assert syncs and all(worker not in minions for minions in syncs), syncs
     runs = master.event_listener.get_events([(master.id, "salt/run/*/new")], after_time=since)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import (
-    DOMAIN_SLS, EMPTY, STANDINS, converged, highstated, mine_digest,
+    DOMAIN_SLS, EMPTY, REPO, STANDINS, converged, highstated, mine_digest,
 )
 
 SNAP_DATA = "var/snap/microk8s/current"
@@ -104,7 +104,8 @@ def test_every_step_succeeded_in_order(deployed, deployment):
     results = step_results(deployed)
     assert all(results.values()), results
     steps = order(deployed)
-    expected = ["kos-orch-deploy-sync", "kos-orch-deploy-validate",
+    expected = ["kos-orch-deploy-sync-utils", "kos-orch-deploy-sync-modules",
+                "kos-orch-deploy-sync-states", "kos-orch-deploy-validate",
                 "kos-orch-deploy-first-control-plane", "kos-orch-deploy-credentials-workers",
                 "kos-orch-deploy-wave", "kos-orch-deploy-revoke"]
     assert [i for i in steps if i in expected] == expected
@@ -114,6 +115,25 @@ def test_every_step_succeeded_in_order(deployed, deployment):
                                  for n in ("salt", "k8s-worker-1", "k8s-worker-2")},
     }
     DEMO["steps"] = steps
+
+
+def test_every_minion_has_the_extension_modules_the_formula_ships_for_minions(
+    deployed, salt_cli, deployment
+):
+    """The orchestration syncs only some kinds of extension module: every kind the formula
+    ships must be one of them, but the master's own (its job cache, its engine)."""
+    masters = {"returners", "engines"}
+    shipped = {
+        kind.name[1:]: {p.stem for p in kind.glob("*.py")}
+        for kind in (REPO / "salt" / "salt").glob("_*")
+        if kind.is_dir() and kind.name[1:] not in masters
+    }
+    for name in ("k8s-cp-1", "k8s-worker-1"):
+        # the minions run on this machine (in namespaces of their own network only)
+        ext = Path(salt_cli.run("config.get", "extension_modules",
+                                minion_tgt=deployment.fqdn(name)).data)
+        present = {kind: {p.stem for p in (ext / kind).glob("*.py")} for kind in shipped}
+        assert present == shipped, name
 
 
 def test_workers_joined_the_control_plane(deployed, salt_cli, deployment, host_roots):
@@ -229,7 +249,7 @@ def test_a_pillar_change_is_one_parallel_highstate(deployed, salt_run, deploymen
                                                  "k8s-worker-2")}
         assert highstated(steps) == {"kos-orch-deploy-wave": everyone}
         assert not [i for i in order(steps) if "credentials" in i or "revoke" in i
-                    or i == "kos-orch-deploy-sync"]
+                    or i.startswith("kos-orch-deploy-sync")]
         plan = by_id(steps)["kos-orch-deploy-plan"]["name"]
         assert "pillar changed: microk8s" in plan, plan
         ret, steps = orchestrate(salt_run)

@@ -241,7 +241,7 @@ def converge_need(tree=None):
     ``sync``
         True unless this node's last converge was made of this very state tree (its
         extension modules were synced for it then): only then may a converge skip
-        ``saltutil.sync_all`` here.
+        syncing them here.
 
     ``kubernetes``
         For a Kubernetes node: its role, whether it is the first control plane, and

@@ -177,20 +177,25 @@ kos-orch-deploy-silent:
 {%- elif everyone %}
 {%- set last = ['kos-orch-deploy-plan'] %}
 {%- if prepared %}
-{%- if syncing %}
+{#- Only the kinds of extension module a minion loads (the formula's engines and returners
+    are the master's, installed by the salt_master formula): saltutil.sync_all would ask the
+    master for a listing of the whole state tree once for each of its 19 kinds. The pillar
+    refresh that follows reloads the minion's modules. #}
+{%- for kind in (['utils', 'modules', 'states'] if syncing else []) %}
 
-kos-orch-deploy-sync:
+kos-orch-deploy-sync-{{ kind }}:
   salt.function:
-    - name: saltutil.sync_all
+    - name: saltutil.sync_{{ kind }}
     - tgt: {{ syncing | join(',') }}
     - tgt_type: list
     - timeout: {{ wave_timeout }}
     - kwarg:
-        refresh: True
+        saltenv: {{ saltenv or 'base' }}
+        refresh: False
     - require:
       - {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-sync') %}
-{%- endif %}
+{%- do last.append('kos-orch-deploy-sync-' ~ kind) %}
+{%- endfor %}
 
 kos-orch-deploy-refresh-pillar:
   salt.function:
