@@ -24,13 +24,13 @@ from pathlib import Path
 
 from .. import ui
 from ..errors import PreflightError
+from . import provider
 
 MARKER = ".kos-layer"
 
 
 def cache_root():
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kos" / "images"
+    return provider.cache_root() / "images"
 
 
 def apt_source():
