@@ -1,9 +1,51 @@
 import logging
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# The rehearsal cloud's builds, started in the background when the end-to-end tests will
+# run (kos.local.prebuild): on a fresh machine they take minutes that the tests collected
+# before the e2e ones can cover. kos up takes the same locks, so it waits for them.
+_prebuild = {}
+
+
+def pytest_collection_finish(session):
+    if os.geteuid() != 0 or hasattr(session.config, "workerinput"):
+        return
+    if not any(item.nodeid.startswith("tests/e2e/") for item in session.items):
+        return
+    fd, log = tempfile.mkstemp(prefix="kos-prebuild-", suffix=".log")
+    repo = Path(__file__).resolve().parent.parent
+    _prebuild["log"] = log
+    _prebuild["proc"] = subprocess.Popen(
+        [sys.executable, "-m", "kos.local.prebuild"], cwd=repo, stdin=subprocess.DEVNULL,
+        stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    os.close(fd)
+
+
+def pytest_sessionfinish(session):
+    proc = _prebuild.pop("proc", None)
+    if proc is None:
+        return
+    if proc.poll() is None:
+        # A run that stopped before its e2e tests: the build's own cleanup (SIGINT is its
+        # KeyboardInterrupt) leaves no half-made layer and no mount behind.
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    elif proc.returncode != 0:
+        print(f"\nkos.local.prebuild exited {proc.returncode}: {Path(_prebuild['log']).read_text()[-2000:]}")
+    Path(_prebuild.pop("log")).unlink(missing_ok=True)
 
 
 def pytest_unconfigure(config):

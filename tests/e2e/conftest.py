@@ -137,6 +137,10 @@ def cluster_values(param, public_key):
     return {**CLUSTERS[param], **CLOUD_VALUES, "ssh_public_keys": [public_key]}
 
 
+# Builds (when the prebuild has not finished) and a 3 + 1 bring-up take well under this.
+UP_TIMEOUT = 1500
+
+
 # One cluster per distribution for every module of this package (each costs minutes);
 # test_teardown.py, last in collection order, takes them down and checks what is left.
 @pytest.fixture(scope="package", params=sorted(CLUSTERS))
@@ -147,7 +151,15 @@ def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported 
     # clouds.yaml (with the deployment's application credential) in the test's own dir
     kos = Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock, XDG_CONFIG_HOME=work / "config"))
     c = LocalCluster(kos, values)
-    c.up = kos("up", *c.args, "--yes", timeout=2400)
+    try:
+        c.up = kos("up", *c.args, "--yes", timeout=UP_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        # A hang fails the tests with what kos printed until then (where it hung), not
+        # with the bare timeout; the teardown below still takes the cluster down.
+        printed = [o.decode(errors="replace") if isinstance(o, bytes) else (o or "")
+                   for o in (exc.stdout, exc.stderr)]
+        c.up = subprocess.CompletedProcess(
+            exc.cmd, -9, printed[0], f"{printed[1]}\n(kos up killed after {UP_TIMEOUT} s)")
     yield c
     if c.down is None or c.down.returncode != 0 or leftovers(c.name, c.state):
         kos("down", *c.args, "--yes", timeout=900)
