@@ -360,6 +360,109 @@ def test_version(cluster):
 
 
 # ---------------------------------------------------------------------------
+# certificates (D.6.1)
+
+EXPIRY_ROW = r"[A-Z][a-z]{2} \d\d, \d{4} \d\d:\d\d UTC"
+
+
+def test_certs_check_expiration_layout(cluster):
+    r = cluster.kubeadm("certs", "check-expiration")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[:3] == [
+        '[check-expiration] Reading configuration from the "kubeadm-config" ConfigMap in '
+        'namespace "kube-system"...',
+        "[check-expiration] Use 'kubeadm init phase upload-config kubeadm --config "
+        "your-config-file' to re-upload it.",
+        "",
+    ]
+    # one tabwriter (10, 4, 3): the widest first cell is apiserver-kubelet-client (24 + 3)
+    assert lines[3] == ("CERTIFICATE                EXPIRES                  RESIDUAL TIME   "
+                        "CERTIFICATE AUTHORITY   EXTERNALLY MANAGED")
+    names = [line.split()[0] for line in lines[4:15]]
+    assert names == ["admin.conf", "apiserver", "apiserver-etcd-client",
+                     "apiserver-kubelet-client", "controller-manager.conf",
+                     "etcd-healthcheck-client", "etcd-peer", "etcd-server",
+                     "front-proxy-client", "scheduler.conf", "super-admin.conf"]
+    assert re.fullmatch(r"apiserver {18}%s   36[45]d {12}ca {22}no {6}" % EXPIRY_ROW,
+                        lines[5]), repr(lines[5])
+    assert lines[15:17] == ["", "CERTIFICATE AUTHORITY   EXPIRES                  "
+                                "RESIDUAL TIME   EXTERNALLY MANAGED"]
+    assert re.fullmatch(r"etcd-ca {17}%s   9y {14}no {6}" % EXPIRY_ROW, lines[18]), lines[18]
+    assert lines[20:] == [""]
+
+
+def test_certs_check_expiration_on_a_dead_api_server_and_a_missing_file(lab):
+    node = lab.node("certs-nocluster")
+    pki = node.path("/etc/kubernetes/pki")
+    pki.mkdir(parents=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=kubernetes", "-keyout", str(pki / "ca.key"),
+                    "-out", str(pki / "ca.crt")], check=True, capture_output=True)
+    r = node.kubeadm("certs", "check-expiration")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[0] == ("[check-expiration] Error reading configuration from the Cluster. "
+                        "Falling back to default configuration")
+    assert lines[1] == ""
+    # a missing file's cell widens the first column: "!MISSING! apiserver-kubelet-client"
+    assert lines[2].startswith("CERTIFICATE" + " " * 26 + "EXPIRES")
+    assert lines[3] == "%-37s" % "!MISSING! admin.conf"  # a tab-terminated cell is padded
+    # and so does the CA table's: "!MISSING! front-proxy-ca" (24 + 3)
+    assert re.fullmatch(r"ca {25}%s   1d {14}no {6}" % EXPIRY_ROW, lines[16]), lines[16]
+    assert lines[17] == "%-27s" % "!MISSING! etcd-ca"
+
+
+RENEWED = """[renew] Reading configuration from the "kubeadm-config" ConfigMap in namespace "kube-system"...
+[renew] Use 'kubeadm init phase upload-config kubeadm --config your-config-file' to re-upload it.
+
+certificate embedded in the kubeconfig file for the admin to use and for kubeadm itself renewed
+certificate for serving the Kubernetes API renewed
+certificate the apiserver uses to access etcd renewed
+certificate for the API server to connect to kubelet renewed
+certificate embedded in the kubeconfig file for the controller manager to use renewed
+certificate for liveness probes to healthcheck etcd renewed
+certificate for etcd nodes to communicate with each other renewed
+certificate for serving etcd renewed
+certificate for the front proxy client renewed
+certificate embedded in the kubeconfig file for the scheduler manager to use renewed
+certificate embedded in the kubeconfig file for the super-admin renewed
+
+Done renewing certificates. You must restart the kube-apiserver, kube-controller-manager, kube-scheduler and etcd, so that they can use the new certificates.
+"""
+
+
+def test_certs_renew_all_keeps_subjects_and_sans_and_the_admin_credential_works(cluster):
+    apiserver = cluster.path("/etc/kubernetes/pki/apiserver.crt")
+    before = x509.load_pem_x509_certificate(apiserver.read_bytes())
+    admin_before = cluster.path("/etc/kubernetes/admin.conf").read_text()
+    ca_before = cluster.path("/etc/kubernetes/pki/ca.crt").read_bytes()
+    r = cluster.kubeadm("certs", "renew", "all")
+    assert (r.returncode, r.stdout, r.stderr) == (0, RENEWED, "")
+    after = x509.load_pem_x509_certificate(apiserver.read_bytes())
+    assert after.serial_number != before.serial_number
+    assert after.subject == before.subject
+    san = x509.SubjectAlternativeName
+    assert after.extensions.get_extension_for_class(san).value == \
+        before.extensions.get_extension_for_class(san).value
+    assert after.not_valid_after_utc >= before.not_valid_after_utc
+    # CAs are never renewed; the kubeconfig's new client certificate is accepted
+    assert cluster.path("/etc/kubernetes/pki/ca.crt").read_bytes() == ca_before
+    assert cluster.path("/etc/kubernetes/admin.conf").read_text() != admin_before
+    nodes = cluster.kubectl("get", "nodes")
+    assert nodes.returncode == 0, nodes.stderr
+
+
+def test_certs_renew_one_prints_one_line(cluster):
+    r = cluster.kubeadm("certs", "renew", "apiserver")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[3:] == ["certificate for serving the Kubernetes API renewed", ""]
+    bad = cluster.kubeadm("certs", "renew")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith('missing subcommand; "certs renew" is not meant to be run on its own')
+
+
+# ---------------------------------------------------------------------------
 # tokens (B.4)
 
 def test_token_create_list_delete(cluster):

@@ -50,13 +50,19 @@ RESET = [Flag("force", "bool", short="f"), Flag("ignore-preflight-errors", "slic
 
 VERSION = [Flag("output", short="o", default="")]
 
+# D.6.3: what `kubeadm certs renew` takes
+RENEW_NAMES = ("admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client",
+               "controller-manager.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server",
+               "front-proxy-client", "scheduler.conf", "super-admin.conf", "all")
+
 TREE = {
     "version": None,
     "init": {"phase": {"upload-certs": None}},
     "join": None,
     "reset": None,
     "token": {"create": None, "list": None, "delete": None, "generate": None},
-    "certs": {"certificate-key": None},
+    "certs": {"certificate-key": None, "check-expiration": None,
+              "renew": {name: None for name in RENEW_NAMES}},
 }
 
 FLAGS = {
@@ -74,6 +80,11 @@ FLAGS = {
     ("token", "generate"): TOKEN_COMMON,
     ("certs",): [],
     ("certs", "certificate-key"): [],
+    ("certs", "check-expiration"): [Flag("output", short="o", default=""), Flag("config"),
+                                    Flag("cert-dir"), Flag("kubeconfig")],
+    ("certs", "renew"): [],
+    **{("certs", "renew", name): [Flag("config"), Flag("cert-dir"), Flag("kubeconfig")]
+       for name in RENEW_NAMES},
 }
 
 # B.2.2 isAllowedFlag: what may accompany --config
@@ -347,7 +358,7 @@ def run(argv):
         env.out("kubeadm: easily bootstrap a secure Kubernetes cluster\n\n"
                 "Usage:\n  kubeadm [command]")
         return 0
-    if key in (("token",), ("init", "phase"), ("certs",)):
+    if key in (("token",), ("init", "phase"), ("certs",), ("certs", "renew")):
         values, _, pos = parse_for(path, rest)
         name = '"%s"' % " ".join(path) if key != ("init", "phase") else '"phase"'
         if not pos:
@@ -379,6 +390,12 @@ def run(argv):
         cmd_token_generate(rest)
     elif key == ("certs", "certificate-key"):
         cmd_certificate_key(rest)
+    elif key == ("certs", "check-expiration"):
+        from . import kubeadm_certs
+        kubeadm_certs.cmd_check_expiration(rest, parse_for)
+    elif key[:2] == ("certs", "renew"):
+        from . import kubeadm_certs
+        kubeadm_certs.cmd_renew(key[2], rest, parse_for)
     return 0
 
 
