@@ -28,3 +28,16 @@ mine_functions:
   kos_kubernetes:
     - mine_function: kos.kubernetes_state
 {%- endif %}
+{%- if 'control_plane' in roles %}
+
+# Every control plane checks its Kubernetes certificates daily and fires
+# kos/certificates/expiring when one expires within kos:certificates:warn_days
+# (kos.check_certificates). Salt's own scheduler: change the interval in a later layer
+# (schedule:kos-certificates:hours).
+schedule:
+  kos-certificates:
+    function: kos.check_certificates
+    hours: 24
+    run_on_start: False
+    return_job: False
+{%- endif %}

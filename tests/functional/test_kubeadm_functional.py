@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
 from saltfactories.utils.functional import Loaders
 
 REPO = Path(__file__).resolve().parents[2]
@@ -434,6 +435,26 @@ def test_ca_hash_agrees_with_kubeadm(loaders, initialized, lab):
     assert printed["api_server_endpoint"] == f"{cp.ip}:6443"
 
 
+def test_certificates_are_what_the_files_say(loaders, initialized, lab):
+    cp = lab["k8s-cp-1"]
+    with on(cp):
+        found = loaders.modules.kubeadm.certificates()
+    certs, cas = found["certificates"], found["authorities"]
+    # where init ran, every leaf of D.6.1 exists, super-admin.conf included
+    assert sorted(certs) == sorted([
+        "admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client",
+        "controller-manager.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server",
+        "front-proxy-client", "scheduler.conf", "super-admin.conf"])
+    assert all(entry and 364 <= entry["days"] <= 365 for entry in certs.values()), certs
+    assert sorted(cas) == ["ca", "etcd-ca", "front-proxy-ca"]
+    assert all(3649 <= entry["days"] <= 3650 for entry in cas.values()), cas
+    assert certs["etcd-peer"]["authority"] == "etcd-ca"
+    # to the minute kubeadm prints, the file's own notAfter
+    pem = (Path(cp.kube_dir) / "pki" / "apiserver.crt").read_bytes()
+    not_after = x509.load_pem_x509_certificate(pem).not_valid_after_utc.timestamp()
+    assert 0 <= not_after - certs["apiserver"]["expires"] < 60
+
+
 def test_ca_hash_agrees_with_kubeadm_for_an_ecdsa_ca(loaders, lab, tmp_path):
     node = lab["ec-cp"]
     config = tmp_path / "ec.yaml"
@@ -666,3 +687,41 @@ def test_revoke_deletes_tokens_and_the_certs_secret(published, loaders, lab):
     assert not any(t["id"] == cp_doc["owner_token_id"] for t in listed)
     assert not published["join"].exists() and not published["key"].exists()
     assert mine == {}
+
+
+def test_certificates_orchestration_goes_one_control_plane_at_a_time(loaders):
+    data = loaders.modules.state.show_sls("orch.certificates", pillar={"force": True})
+    order = sorted(data, key=lambda k: data[k]["salt"][-1]["order"])
+    assert order == ["kos-orch-certificates-sync-utils", "kos-orch-certificates-sync-modules",
+                     "kos-orch-certificates-sync-states", f"kos-orch-certificates-{MINION_ID}"]
+    run = dict(kv for item in data[order[-1]]["salt"] if isinstance(item, dict)
+               for kv in item.items())
+    assert run["tgt"] == MINION_ID and run["sls"] == "kubeadm.certificates"
+    assert run["pillar"] == {"kos_orchestration": {"force_renewal": True}}
+    assert run["require"] == [{"salt": "kos-orch-certificates-sync-states"}]
+    bad = loaders.modules.state.show_sls("orch.certificates", pillar={"force": "yes"})
+    assert list(bad) == ["kos-orch-certificates-options"]
+
+
+def test_certificates_renewed_on_the_standin_then_nothing_to_do(loaders, initialized, lab):
+    cp = lab["k8s-cp-1"]
+    apiserver = Path(cp.kube_dir) / "pki" / "apiserver.crt"
+    serial = x509.load_pem_x509_certificate(apiserver.read_bytes()).serial_number
+    manifests = sorted(p.name for p in (Path(cp.kube_dir) / "manifests").iterdir())
+    with on(cp):
+        predicted = loaders.states.kubeadm.certificates_renewed(
+            name="c", force=True, restart_wait=0, kube_dir=cp.kube_dir, test=True)
+        ret = loaders.states.kubeadm.certificates_renewed(
+            name="c", force=True, restart_wait=0, kube_dir=cp.kube_dir)
+        again = loaders.states.kubeadm.certificates_renewed(
+            name="c", restart_wait=0, kube_dir=cp.kube_dir)
+        nodes = loaders.modules.kubeadm.nodes()
+    assert predicted.result is None and predicted.changes["certificates"]["new"] == "renewed"
+    assert ret.result is True, ret
+    assert set(ret.changes["certificates"]["new"]) == set(ret.changes["certificates"]["old"])
+    assert all(d in (364, 365) for d in ret.changes["certificates"]["new"].values())
+    assert x509.load_pem_x509_certificate(apiserver.read_bytes()).serial_number != serial
+    # every manifest back where the kubelet reads it; the renewed admin credential works
+    assert sorted(p.name for p in (Path(cp.kube_dir) / "manifests").iterdir()) == manifests
+    assert "k8s-cp-1" in nodes
+    assert again.result is True and again.changes == {}

@@ -120,6 +120,15 @@ def test_status_and_addons_against_the_standin(nodes, on):
     assert salt.modules.microk8s.addons()["dns"] == "enabled"
 
 
+def test_certificates_days_from_the_standins_check(nodes, on):
+    salt = on(nodes["cp"])
+    # the stand-in's fresh certificates: a 10-year CA, 1-year server and proxy client (E.3)
+    days = salt.modules.microk8s.certificates()
+    assert sorted(days) == ["ca.crt", "front-proxy-client.crt", "server.crt"]
+    assert 3649 <= days["ca.crt"] <= 3650, days
+    assert 364 <= days["server.crt"] <= 365 and 364 <= days["front-proxy-client.crt"] <= 365
+
+
 def test_addon_states_test_mode_then_apply(nodes, on):
     salt = on(nodes["cp"])
     predicted = salt.states.microk8s.addon_enabled("hostpath-storage", test=True, record=record(nodes))
@@ -226,3 +235,17 @@ def test_single_use_token_is_burned_by_a_failed_join(nodes, on, tmp_path):
     finally:
         kill_all_agents(str(stranger.root))
     assert not on(cp).modules.microk8s.token_valid(token, cp.snap_data)
+
+
+def test_certificates_renewed_refreshes_the_server_certificate(nodes, on):
+    salt = on(nodes["cp"])
+    server = nodes["cp"].root / SNAP_DATA / "certs" / "server.crt"
+    before = server.read_bytes()
+    predicted = salt.states.microk8s.certificates_renewed("c", force=True, test=True)
+    assert predicted.result is None and server.read_bytes() == before
+    ret = salt.states.microk8s.certificates_renewed("c", force=True)
+    assert ret.result is True, ret
+    assert sorted(ret.changes["certificates"]["new"]) == ["front-proxy-client.crt", "server.crt"]
+    assert server.read_bytes() != before
+    again = salt.states.microk8s.certificates_renewed("c")
+    assert again.result is True and again.changes == {}

@@ -182,3 +182,51 @@ def test_prepare_converge_sends_the_mine_only_for_a_valid_pillar(m, monkeypatch)
     monkeypatch.setattr(mod, "pillar_errors", lambda: [])
     assert mod.prepare_converge() is True
     m["mine.update"].assert_called_once_with()
+
+
+CP = "k8s-cp-1.example.com"
+
+
+@pytest.fixture
+def on_control_plane(monkeypatch, m):
+    monkeypatch.setitem(mod.__opts__, "id", CP)
+    m["microk8s.certificates"] = create_autospec(microk8s.certificates, return_value={
+        "ca.crt": 3649, "server.crt": 12, "front-proxy-client.crt": 364})
+    m["event.send"] = create_autospec(lambda tag, data=None: True, return_value=True)
+    return m
+
+
+def test_certificates_of_a_control_plane_with_the_threshold(on_control_plane, pillar):
+    found = mod.certificates()
+    assert found == {"days_left": 12, "warn_days": 30, "expiring": {"server.crt": 12},
+                     "certificates": {"ca.crt": 3649, "front-proxy-client.crt": 364,
+                                      "server.crt": 12}}
+    pillar["kos"]["certificates"] = {"warn_days": 7}
+    assert mod.certificates()["expiring"] == {}
+
+
+def test_certificates_of_a_kubeadm_control_plane_leave_missing_files_out(on_control_plane, pillar):
+    pillar["kos"]["distribution"] = "kubeadm"
+    on_control_plane["kubeadm.certificates"] = create_autospec(
+        lambda kube_dir=None: None, return_value={
+            "certificates": {"admin.conf": {"days": 364}, "apiserver": {"days": -2},
+                             "super-admin.conf": None},
+            "authorities": {"ca": {"days": 3649}}})
+    found = mod.certificates()
+    assert found["days_left"] == -2 and found["expiring"] == {"apiserver": -2}
+    assert sorted(found["certificates"]) == ["admin.conf", "apiserver", "ca"]
+
+
+def test_a_worker_holds_no_certificates_to_check(m):
+    assert mod.certificates() is None
+
+
+def test_check_certificates_fires_the_event_only_below_the_threshold(on_control_plane, pillar):
+    found = mod.check_certificates()
+    (tag, data), _ = on_control_plane["event.send"].call_args
+    assert tag == "kos/certificates/expiring"
+    assert data == dict(found, id=CP)
+    on_control_plane["event.send"].reset_mock()
+    pillar["kos"]["certificates"] = {"warn_days": 5}
+    mod.check_certificates()
+    on_control_plane["event.send"].assert_not_called()

@@ -707,3 +707,64 @@ def test_states_predict_on_a_node_without_kubeadm(m, tmp_path):
     assert ret["result"] is None
     states.__opts__["test"] = False
     assert states.initialized(str(tmp_path / "c.yaml"))["result"] is False
+
+
+def certs(**days):
+    """What kubeadm.certificates returns: ``name=days`` leaves (None: missing), one CA."""
+    return {"certificates": {name.replace("_", "-"): None if d is None else
+                             {"days": d, "externally_managed": name == "external"}
+                             for name, d in days.items()},
+            "authorities": {"ca": {"days": 3000, "externally_managed": False}}}
+
+
+@pytest.fixture
+def cert_mocks(m):
+    for name in ("certificates", "renew_certificates", "restart_control_plane"):
+        m[f"kubeadm.{name}"] = create_autospec(getattr(mod, name))
+    m["kubeadm.renew_certificates"].return_value = ["apiserver", "admin.conf"]
+    m["kubeadm.restart_control_plane"].return_value = ["etcd.yaml", "kube-apiserver.yaml"]
+    return m
+
+
+def test_certificates_renewed_leaves_certificates_with_time_left(cert_mocks):
+    cert_mocks["kubeadm.certificates"].return_value = certs(apiserver=200, admin_conf=31,
+                                                            super_admin_conf=None)
+    ret = states.certificates_renewed("control-plane certificates", within_days=30)
+    assert ret["result"] is True and ret["changes"] == {}
+    assert "the fewest: 31" in ret["comment"]
+    cert_mocks["kubeadm.renew_certificates"].assert_not_called()
+
+
+def test_certificates_renewed_renews_and_restarts_when_one_is_due(cert_mocks, test_mode):
+    cert_mocks["kubeadm.certificates"].side_effect = [
+        certs(apiserver=29, admin_conf=200, external=3), certs(apiserver=365, admin_conf=365)]
+    ret = states.certificates_renewed("control-plane certificates", within_days=30,
+                                      restart_wait=0, kube_dir="/k")
+    expect_applied(ret, test_mode)
+    # an externally managed certificate is its CA's owner's to renew
+    if test_mode:
+        assert ret["changes"] == {"certificates": {"old": {"apiserver": 29}, "new": "renewed"}}
+        cert_mocks["kubeadm.renew_certificates"].assert_not_called()
+        cert_mocks["kubeadm.restart_control_plane"].assert_not_called()
+    else:
+        assert ret["changes"] == {"certificates": {"old": {"apiserver": 29},
+                                                   "new": {"apiserver": 365}}}
+        cert_mocks["kubeadm.renew_certificates"].assert_called_once_with("all", kube_dir="/k")
+        cert_mocks["kubeadm.restart_control_plane"].assert_called_once_with(
+            wait=0, timeout=120, kube_dir="/k")
+        assert "restarted etcd, kube-apiserver" in ret["comment"]
+
+
+def test_certificates_renewed_with_force_renews_whatever_is_left(cert_mocks):
+    cert_mocks["kubeadm.certificates"].side_effect = [certs(apiserver=300), certs(apiserver=365)]
+    ret = states.certificates_renewed("c", force=True, restart_wait=0)
+    assert ret["changes"] == {"certificates": {"old": {"apiserver": 300}, "new": {"apiserver": 365}}}
+
+
+def test_certificates_renewed_fails_when_the_api_does_not_come_back(cert_mocks):
+    cert_mocks["kubeadm.certificates"].return_value = certs(apiserver=1)
+    cert_mocks["kubeadm.restart_control_plane"].side_effect = CommandExecutionError(
+        "the API did not answer within 120 s after the control plane restarted")
+    ret = states.certificates_renewed("c", restart_wait=0)
+    assert ret["result"] is False and ret["changes"] == {}
+    assert "did not answer within 120 s" in ret["comment"]

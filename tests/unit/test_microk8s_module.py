@@ -250,3 +250,27 @@ def test_remove_token_takes_only_its_line(tmp_path):
     assert path.read_text() == "a" * 32 + "|1900000000\n" + "c" * 32 + "\n"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert microk8s.remove_token("b" * 32, str(tmp_path)) is False
+
+
+def test_certificates_from_refresh_certs_check(run_all):
+    # reference E.3: three lines, whole days, negative once expired
+    run_all.return_value = result("The CA certificate will expire in 3649 days.\n"
+                                  "The server certificate will expire in -3 days.\n"
+                                  "The front proxy client certificate will expire in 364 days.\n")
+    assert microk8s.certificates() == {"ca.crt": 3649, "server.crt": -3,
+                                       "front-proxy-client.crt": 364}
+    assert called_args(run_all) == ["microk8s", "refresh-certs", "--check"]
+
+
+def test_certificates_on_a_worker_are_none(run_all):
+    run_all.return_value = result(
+        "This MicroK8s deployment is acting as a node in a cluster. Please use the microk8s "
+        "refresh-certs command on the master\nand then return to this node to perform a "
+        "microk8s leave and re-join.\n")
+    assert microk8s.certificates() == {}
+
+
+def test_certificates_refuses_what_it_cannot_read(run_all):
+    run_all.return_value = result("The CA certificate will expire in 3649 days.\n")
+    with pytest.raises(CommandExecutionError, match="refresh-certs --check printed"):
+        microk8s.certificates()

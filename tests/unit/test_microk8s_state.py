@@ -453,3 +453,39 @@ def test_a_test_run_without_the_snap_predicts(m, state_dir, tmp_path):
     assert not state_dir.exists()
     states.__opts__["test"] = False
     assert states.running("microk8s")["result"] is False
+
+
+@pytest.fixture
+def cert_mocks(m):
+    m["microk8s.certificates"] = create_autospec(mod.certificates)
+    return m
+
+
+def test_certificates_renewed_leaves_certificates_with_time_left(cert_mocks):
+    cert_mocks["microk8s.certificates"].return_value = {
+        "ca.crt": 3000, "server.crt": 100, "front-proxy-client.crt": 100}
+    ret = states.certificates_renewed("control-plane certificates", within_days=30)
+    assert ret["result"] is True and ret["changes"] == {}
+    cert_mocks["microk8s.refresh_certs"].assert_not_called()
+
+
+def test_certificates_renewed_refreshes_only_what_is_due_never_the_ca(cert_mocks, test_mode):
+    cert_mocks["microk8s.certificates"].side_effect = [
+        {"ca.crt": 10, "server.crt": 5, "front-proxy-client.crt": 100},
+        {"ca.crt": 10, "server.crt": 365, "front-proxy-client.crt": 100}]
+    ret = states.certificates_renewed("control-plane certificates", within_days=30)
+    expect_applied(ret, test_mode)
+    assert "the CA has 10 days left: renew it by hand" in ret["comment"]
+    if test_mode:
+        assert ret["changes"] == {"certificates": {"old": {"server.crt": 5}, "new": "renewed"}}
+        cert_mocks["microk8s.refresh_certs"].assert_not_called()
+    else:
+        assert ret["changes"] == {"certificates": {"old": {"server.crt": 5},
+                                                   "new": {"server.crt": 365}}}
+        cert_mocks["microk8s.refresh_certs"].assert_called_once_with("server.crt")
+
+
+def test_certificates_renewed_on_a_worker_does_nothing(cert_mocks):
+    cert_mocks["microk8s.certificates"].return_value = {}
+    ret = states.certificates_renewed("c", force=True)
+    assert ret["result"] is True and ret["changes"] == {} and "a worker" in ret["comment"]

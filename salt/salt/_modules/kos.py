@@ -169,6 +169,12 @@ def _inputs(pillar, tree=None):
     return __utils__["kos_inputs.inputs"](plain, __opts__["id"], tree)
 
 
+def _distribution(pillar):
+    """Terraform's kubernetes_distribution (kos:distribution), or the older override."""
+    return ((pillar.get("kos") or {}).get("distribution")
+            or (pillar.get("kubernetes") or {}).get("distribution") or "microk8s")
+
+
 def _kubernetes(pillar):
     """This node's place in the cluster: role, and whether it is initialised or joined
     (None: could not tell). None for a host that is no Kubernetes node."""
@@ -177,8 +183,7 @@ def _kubernetes(pillar):
     node = (kos.get("nodes") or {}).get(me)
     if not node:
         return None
-    distribution = (kos.get("distribution")
-                    or (pillar.get("kubernetes") or {}).get("distribution") or "microk8s")
+    distribution = _distribution(pillar)
     first = kos.get("first_control_plane") == me
     role = node.get("role")
     ret = {"role": role, "first": first, "initialised": False, "joined": False}
@@ -327,3 +332,80 @@ def record_converged(tree=None, members_only=False):
         record = dict(now, at=int(time.time()))
     __utils__["kos_state.write_json"](path, record)
     return True
+
+
+# --- certificates ---------------------------------------------------------------------------
+
+CERTIFICATE_WARN_DAYS = 30
+# Fired by check_certificates on a control plane whose certificates expire within warn_days.
+CERTIFICATE_EVENT = "kos/certificates/expiring"
+
+
+def certificate_warn_days():
+    """
+    ``kos:certificates:warn_days``: an expiry closer than this is reported, fires
+    ``kos/certificates/expiring`` and is renewed by ``<distribution>.certificates``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.certificate_warn_days
+    """
+    settings = (_pillar().get("kos") or {}).get("certificates") or {}
+    return settings.get("warn_days", CERTIFICATE_WARN_DAYS)
+
+
+def certificates():
+    """
+    The days left on this control plane's Kubernetes certificates, from the distribution's
+    own check (``kubeadm certs check-expiration``, ``microk8s refresh-certs --check``):
+    ``{"days_left": the fewest, "warn_days": kos:certificates:warn_days, "expiring":
+    {name: days} of those within warn_days, "certificates": {name: days}}``. None on a
+    node that holds none (not a control plane).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kos.certificates
+    """
+    pillar = _pillar()
+    node = ((pillar.get("kos") or {}).get("nodes") or {}).get(__opts__["id"]) or {}
+    if node.get("role") != "control_plane":
+        return None
+    if _distribution(pillar) == "kubeadm":
+        kube_dir = (pillar.get("kubeadm") or {}).get("kube_dir")
+        found = __salt__["kubeadm.certificates"](kube_dir)
+        days = {name: entry["days"] for table in found.values()
+                for name, entry in table.items() if entry}
+    else:
+        days = __salt__["microk8s.certificates"]()
+    if not days:
+        return None
+    warn = certificate_warn_days()
+    return {
+        "days_left": min(days.values()),
+        "warn_days": warn,
+        "expiring": {name: left for name, left in sorted(days.items()) if left < warn},
+        "certificates": dict(sorted(days.items())),
+    }
+
+
+def check_certificates():
+    """
+    ``certificates``, and the event ``kos/certificates/expiring`` (its data: this node's
+    answer) when any expires within ``warn_days``: what the daily schedule the pillar
+    gives every control plane runs (``schedule:kos-certificates``, kos/derived.sls), for
+    a reactor or an operator's ``salt-run state.event`` to see.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kos.check_certificates
+    """
+    found = certificates()
+    if found and found["expiring"]:
+        __salt__["event.send"](CERTIFICATE_EVENT, dict(found, id=__opts__["id"]))
+    return found

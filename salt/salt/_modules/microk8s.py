@@ -35,6 +35,12 @@ DEFAULT_SNAP_DATA = "/var/snap/microk8s/current"
 # Printed (exit 0) by several sub-commands on a node that joined as a worker.
 WORKER_MESSAGE = "This MicroK8s deployment is acting as a node in a cluster."
 STOPPED_MESSAGE = "microk8s is not running, try microk8s start"
+# `refresh-certs --check`: "<sentence> N days." for each certificate, in this order.
+CERT_CHECK_LINES = {
+    "The CA certificate will expire in ": "ca.crt",
+    "The server certificate will expire in ": "server.crt",
+    "The front proxy client certificate will expire in ": "front-proxy-client.crt",
+}
 
 
 def __virtual__():
@@ -359,6 +365,35 @@ def refresh_certs(cert="server.crt"):
         return _run(["refresh-certs", "--cert", cert])["stdout"]
     finally:
         _forget()
+
+
+def certificates():
+    """
+    Return the days left on this control plane's certificates, as ``microk8s
+    refresh-certs --check`` prints them (day-2 reference E.3): ``{"ca.crt": days,
+    "server.crt": days, "front-proxy-client.crt": days}``, whole days, negative once
+    expired. A worker holds none of them: ``{}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' microk8s.certificates
+    """
+    out = _run(["refresh-certs", "--check"])["stdout"]
+    if out.startswith(WORKER_MESSAGE):
+        return {}
+    ret = {}
+    for line in out.splitlines():
+        for sentence, name in CERT_CHECK_LINES.items():
+            if line.startswith(sentence):
+                try:
+                    ret[name] = int(line[len(sentence):].split()[0])
+                except (IndexError, ValueError) as exc:
+                    raise CommandExecutionError(f"unreadable refresh-certs line: {line!r}") from exc
+    if len(ret) != len(CERT_CHECK_LINES):
+        raise CommandExecutionError(f"microk8s refresh-certs --check printed: {out.strip()!r}")
+    return ret
 
 
 def start():

@@ -707,3 +707,56 @@ def reset(name, kube_dir=None, record=None):
     except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"kubeadm reset failed: {exc}")
     return ret
+
+
+def certificates_renewed(name, within_days=30, force=False, restart_wait=20, timeout=120,
+                         kube_dir=None):
+    """
+    This control plane's certificates have at least ``within_days`` days left: when one
+    has fewer (or with ``force``), ``kubeadm certs renew all`` and the static control-plane
+    Pods restarted, one after the other on this node, so they use them; the API answers
+    again before the state returns. Certificates signed by an external CA are left to it;
+    the CAs themselves are never renewed (ten years).
+
+    name
+        A label.
+    within_days
+        Renew when a certificate has fewer days left than this.
+    force
+        Renew whatever is left.
+    restart_wait
+        Seconds the manifests stay out of the manifests directory (the kubelet stops the
+        Pods meanwhile).
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, "renew the control plane's certificates")
+    try:
+        found = __salt__["kubeadm.certificates"](kube_dir)
+    except CommandExecutionError as exc:
+        return _fail(ret, exc)
+    left = {cert: entry["days"] for cert, entry in found["certificates"].items()
+            if entry and not entry["externally_managed"]}
+    due = {cert: days for cert, days in sorted(left.items()) if force or days < within_days}
+    if not due:
+        ret["comment"] = (f"every certificate has {within_days} days or more left "
+                          f"(the fewest: {min(left.values())})" if left
+                          else "no certificate kubeadm can renew here")
+        return ret
+    if __opts__["test"]:
+        ret["result"] = None
+        ret["changes"] = {"certificates": {"old": due, "new": "renewed"}}
+        ret["comment"] = "would renew the certificates and restart the control plane"
+        return ret
+    try:
+        renewed = __salt__["kubeadm.renew_certificates"]("all", kube_dir=kube_dir)
+        restarted = __salt__["kubeadm.restart_control_plane"](
+            wait=restart_wait, timeout=timeout, kube_dir=kube_dir)
+        after = __salt__["kubeadm.certificates"](kube_dir)["certificates"]
+    except CommandExecutionError as exc:
+        return _fail(ret, exc)
+    ret["changes"] = {"certificates": {
+        "old": due, "new": {cert: (after.get(cert) or {}).get("days") for cert in due}}}
+    ret["comment"] = (f"renewed {len(renewed)} certificates; restarted "
+                      f"{', '.join(n[: -len('.yaml')] for n in restarted) or 'no static Pod'}")
+    return ret

@@ -527,3 +527,57 @@ def cluster_left(name):
     except CommandExecutionError as exc:
         return _fail(ret, f"microk8s leave failed: {exc}")
     return ret
+
+
+# What refresh-certs regenerates without the nodes leaving the cluster (E.3): not ca.crt.
+RENEWABLE = ("server.crt", "front-proxy-client.crt")
+
+
+def certificates_renewed(name, within_days=30, force=False):
+    """
+    This control plane's server and front-proxy client certificates have at least
+    ``within_days`` days left: when one has fewer (or with ``force``), ``microk8s
+    refresh-certs --cert <it>`` (which restarts this node's services). The CA (ten years)
+    is left alone: replacing it makes every other node leave and join again; the comment
+    says when it is close.
+
+    name
+        A label.
+    within_days
+        Renew when a certificate has fewer days left than this.
+    force
+        Renew both whatever is left.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, "renew the control plane's certificates", {})
+    try:
+        left = __salt__["microk8s.certificates"]()
+    except CommandExecutionError as exc:
+        return _fail(ret, exc)
+    due = {cert: left[cert] for cert in RENEWABLE
+           if cert in left and (force or left[cert] < within_days)}
+    ca_note = ""
+    if left.get("ca.crt", within_days) < within_days:
+        ca_note = (f"; the CA has {left['ca.crt']} days left: renew it by hand "
+                   "(microk8s refresh-certs --cert ca.crt), then every other node leaves and "
+                   "joins again")
+    if not due:
+        ret["comment"] = (f"the server and front-proxy client certificates have {within_days} "
+                          f"days or more left{ca_note}" if left
+                          else "this node holds no certificate to renew (a worker)")
+        return ret
+    if __opts__["test"]:
+        ret["result"] = None
+        ret["changes"] = {"certificates": {"old": due, "new": "renewed"}}
+        ret["comment"] = "would renew " + ", ".join(due) + ca_note
+        return ret
+    try:
+        for cert in due:
+            __salt__["microk8s.refresh_certs"](cert)
+        after = __salt__["microk8s.certificates"]()
+    except CommandExecutionError as exc:
+        return _fail(ret, exc)
+    ret["changes"] = {"certificates": {"old": due, "new": {c: after.get(c) for c in due}}}
+    ret["comment"] = "renewed " + ", ".join(due) + ca_note
+    return ret

@@ -276,6 +276,10 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
     "roles": listing("Derived by kos/derived.sls; do not set by hand.",
                      choice("role", DERIVED_ROLES, title="role")),
     "state_dir": path("Where a node keeps kos state (join.json, 0600)."),
+    "certificates": section("The control planes' Kubernetes certificates.", {
+        "warn_days": integer("An expiry closer than this is shown by kos status and fires the "
+                             "event kos/certificates/expiring.", 1, 3650),
+    }),
     "orchestration": section("orch.deploy settings.", {
         "batch": nullable(either(integer("Minions per batch of a wave.", 1, 10000),
                                  text("Share of a wave's minions per batch.", "percent"))),
@@ -513,6 +517,7 @@ PILLAR = s.DictItem(
                 "learn": flag("The run only teaches /etc/hosts the deployment's members."),
                 "join_nodes": listing("Minion ids a credentials or revoke run is for.",
                                       text("minion id", "minion-id")),
+                "force_renewal": flag("A certificates run renews whatever is left."),
             }),
         # Salt's own pillar keys: a minion's pillar refresh always sets schedule, and
         # pillar_opts adds master.
