@@ -388,7 +388,8 @@ def _print_status(doc):
     if doc.get("simulated"):
         dist += ", simulated on the local cloud"
     table = Table(title=f"cluster {doc['cluster']} ({dist})")
-    for column in ("minion", "role", "key", "salt", "last highstate", "kubernetes"):
+    for column in ("minion", "role", "key", "salt", "last highstate", "kubernetes",
+                   "certificates"):
         table.add_column(column)
     for node in doc["nodes"]:
         k8s = node.get("kubernetes")
@@ -408,12 +409,25 @@ def _print_status(doc):
             "up" if node["reachable"] else "down",
             node["last_highstate"]["result"],
             k8s_text,
+            _certificates_text(node.get("certificates")),
         )
     Console(file=sys.stdout).print(table)
     if doc.get("kubernetes_error"):
         ui.warn(f"Kubernetes membership unknown: {doc['kubernetes_error']}")
     for key in doc.get("unexpected_keys", []):
         ui.warn(f"key {key!r} on the master is not a minion of this cluster")
+    for node in doc["nodes"]:
+        certs = node.get("certificates") or {}
+        if certs.get("expiring"):
+            ui.warn(f"{node['id']}: certificates expire within {certs['warn_days']} days: "
+                    f"{', '.join(certs['expiring'])} (renew them)")
+
+
+def _certificates_text(certs):
+    if not certs or certs.get("days_left") is None:
+        return "-"
+    days = certs["days_left"]
+    return "expired" if days < 0 else f"{days} days left"
 
 
 @cli.command()
@@ -446,6 +460,21 @@ def rotate_ccm_credential(**kw):
     dep = workflow.Deployment(_settings(**kw), need_inputs=False)
     with workflow.locked(dep):
         done = workflow.rotate_ccm_credential(dep)
+    ui.data({"cluster": dep.cluster, **done})
+    return errors.EXIT_OK
+
+
+@cli.command("renew-certificates")
+@common_options
+@outputs_option
+@click.option("--force", is_flag=True,
+              help="Renew every certificate, not only those within kos:certificates:warn_days.")
+def renew_certificates(force, **kw):
+    """Renew the control planes' Kubernetes certificates, one control plane at a time
+    (salt-run state.orchestrate orch.certificates)."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    with workflow.locked(dep):
+        done = workflow.renew_certificates(dep, force=force)
     ui.data({"cluster": dep.cluster, **done})
     return errors.EXIT_OK
 

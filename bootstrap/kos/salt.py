@@ -590,7 +590,7 @@ class SaltMaster:
 
     # -- orchestration -------------------------------------------------------------------
 
-    def orchestrate(self, sls="orch.deploy", pillar=None, progress=None):
+    def orchestrate(self, sls="orch.deploy", pillar=None, progress=None, rerun="kos converge"):
         """
         Run the orchestration and follow it. Returns its summary when every step succeeded;
         raises ``ConvergeError`` with each failing state's ID and comment, or
@@ -607,7 +607,7 @@ class SaltMaster:
         if summary.get("errors"):
             raise ConvergeError(
                 f"state.orchestrate {sls} failed before running any step",
-                fix="fix the orchestration's SLS or pillar named below, then re-run kos converge",
+                fix=f"fix the orchestration's SLS or pillar named below, then re-run {rerun}",
                 details=summary["errors"][:15],
             )
         steps = summary.get("steps", [])
@@ -619,14 +619,14 @@ class SaltMaster:
                 + (f"after step {last}" if last else "before its first step")
                 + f" ({len(steps)} of {summary.get('total')} steps ran, orchestration "
                 f"{summary.get('jid')}); nothing of it runs any more",
-                fix="re-run kos converge to finish: states are idempotent",
+                fix=f"re-run {rerun} to finish: states are idempotent",
                 details=[f"not run: {', '.join(summary.get('not_run', []))}"]
                 + [f"{line}" for _, line in failures],
             )
         if failures:
             raise ConvergeError(
                 f"{sls} failed at {failures[0][0]}",
-                fix="fix the failing state (or its pillar) and re-run kos converge; "
+                fix=f"fix the failing state (or its pillar) and re-run {rerun}; "
                 "states are idempotent, so a re-run only changes what still differs",
                 details=[f"{where}: {what}" for where, what in failures]
                 + ([f"not run (an earlier step failed): {', '.join(not_run)}"] if not_run else []),

@@ -393,6 +393,30 @@ def rotate_ccm_credential(dep):
     return {"credential": created["created"], "deleted": retired.get("deleted", [])}
 
 
+def renew_certificates(dep, force=False):
+    """orch.certificates: the control planes' certificates renewed one node at a time where
+    they expire within kos:certificates:warn_days (all of them with ``force``); returns
+    what each control plane has left afterwards."""
+    outputs = dep.require_outputs()
+    control_planes = sorted(m for m, i in outputs["minions"].items()
+                            if i.get("role") == "control_plane")
+    pillar = {"force": True} if force else {}
+    with dep.master() as master:
+        # this checkout's formula (orch.certificates, the states); the pillar stays what
+        # the last converge pushed
+        master.push_tree(dep.settings.formula_dir, dep.settings.state_tree)
+        with ui.step("renew the control planes' certificates, one at a time"):
+            summary = master.orchestrate(
+                "orch.certificates", pillar, rerun="kos renew-certificates"
+                + (" --force" if force else ""))
+        left = master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
+    return {
+        "orchestration": orchestrated(summary),
+        "certificates": {m: certificate_summary(v) for m, v in sorted(left.items())
+                         if isinstance(v, dict)},
+    }
+
+
 def configure_master(master, pillar, targets):
     """
     Apply the salt_master formula to the master before the orchestration: a changed
@@ -643,6 +667,12 @@ def highstates_from_records(records):
     return found
 
 
+def certificate_summary(found):
+    """What ``kos status`` shows of a control plane's ``kos.certificates``."""
+    return {"days_left": found.get("days_left"), "warn_days": found.get("warn_days"),
+            "expiring": sorted(found.get("expiring") or {})}
+
+
 def status(dep):
     outputs = dep.require_outputs()
     ids = sorted(outputs["minions"])
@@ -656,6 +686,10 @@ def status(dep):
             records = master.salt(aged, "kos.last_converged", timeout=STATUS_PING)
             highstates.update(highstates_from_records(records))
         dist_name, members, k8s_error = _kubernetes_members(master, first)
+        control_planes = [m for m in ids if m in answering
+                          and outputs["minions"][m].get("role") == "control_plane"]
+        certs = (master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
+                 if control_planes else {})
     accepted = set(keys.get("minions", []))
     pending = set(keys.get("minions_pre", []))
     nodes = []
@@ -677,6 +711,8 @@ def status(dep):
                 "ready": bool(member and member.get("ready")),
                 "role": member.get("role") if member else None,
             }
+        if isinstance(certs.get(mid), dict):
+            entry["certificates"] = certificate_summary(certs[mid])
         nodes.append(entry)
     healthy = all(
         n["reachable"]

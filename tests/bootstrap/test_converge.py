@@ -420,8 +420,13 @@ def test_status_shows_every_node(converged, operator, outputs):
         "role": "worker",
     }
     assert "kubernetes" not in nodes[fqdn("salt")]
+    # the control plane's certificates, as microk8s refresh-certs --check counts them
+    certs = nodes[fqdn("k8s-cp-1")]["certificates"]
+    assert certs["days_left"] in (364, 365) and certs["expiring"] == [], certs
+    assert "certificates" not in nodes[fqdn("k8s-worker-1")]
     table = operator("status", "--outputs", outputs["path"], check=0)
     assert "k8s-worker-1.kos-bt.test" in table.stdout and "ready (worker)" in table.stdout
+    assert f"{certs['days_left']} days left" in table.stdout
 
 
 def test_status_still_knows_the_last_converge_once_the_job_cache_let_it_go(
@@ -703,3 +708,17 @@ def test_drain_removes_nodes_from_kubernetes(converged, operator, outputs, maste
     assert workflow.drain(dep) == {"drained": ["k8s-worker-1"]}
     nodes = master.salt_cli(timeout=120).run("microk8s.nodes", minion_tgt=fqdn("k8s-cp-1")).data
     assert set(nodes) == {"k8s-cp-1"}
+
+
+def test_renew_certificates_goes_through_the_orchestration(converged, operator, outputs, roots):
+    server = roots / "k8s-cp-1" / "var/snap/microk8s/current/certs/server.crt"
+    before = server.read_bytes()
+    # nothing is due on fresh certificates
+    res = operator("renew-certificates", "--outputs", outputs["path"], check=0)
+    assert server.read_bytes() == before
+    assert json.loads(res.stdout)["certificates"][fqdn("k8s-cp-1")]["expiring"] == []
+    res = operator("renew-certificates", "--outputs", outputs["path"], "--force", check=0)
+    doc = json.loads(res.stdout)
+    assert server.read_bytes() != before
+    assert f"kos-orch-certificates-{fqdn('k8s-cp-1')}" in doc["orchestration"]["seconds"]
+    assert doc["certificates"][fqdn("k8s-cp-1")]["days_left"] in (364, 365)

@@ -40,6 +40,11 @@ def test_up_converges_every_node(cluster):
     for hostname, k8s in kube.items():
         want = "control-plane" if hostname.startswith("k8s-cp-") else "worker"
         assert k8s == {"member": True, "ready": True, "role": want}, hostname
+        # every control plane's certificates, fresh: a year left on the leaves
+        if want == "control-plane":
+            assert nodes[hostname]["certificates"]["days_left"] in (364, 365), hostname
+        else:
+            assert "certificates" not in nodes[hostname], hostname
     for n in nodes.values():
         assert n["key"] == "accepted" and n["reachable"] and n["last_highstate"]["result"] == "ok"
     table = cluster.kos("status", *cluster.args, timeout=300)
