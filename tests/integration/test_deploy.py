@@ -423,3 +423,49 @@ def test_adding_a_node_runs_its_highstate_and_teaches_the_others(
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0 and highstated(steps) == {}
     assert "kos-orch-deploy-learn" not in by_id(steps)
+
+
+def test_control_planes_check_their_certificates_on_a_schedule_and_say_when_due(
+        deployed, salt_cli, deployment, event_listener, salt_master):
+    """The derived pillar gives every control plane (and no other minion) Salt's scheduled
+    check; below kos:certificates:warn_days it fires kos/certificates/expiring to the
+    master's event bus."""
+    cp, worker = deployment.fqdn("k8s-cp-1"), deployment.fqdn("k8s-worker-1")
+    jobs = salt_cli.run("schedule.list", "return_yaml=False", minion_tgt=cp).data
+    assert jobs["kos-certificates"]["function"] == "kos.check_certificates", jobs
+    assert "kos-certificates" not in (
+        salt_cli.run("schedule.list", "return_yaml=False", minion_tgt=worker).data or {})
+    quiet = salt_cli.run("kos.check_certificates", minion_tgt=cp).data
+    assert quiet["expiring"] == {} and quiet["days_left"] in (364, 365), quiet
+    env = f"environments/{DOMAIN_SLS}.sls"
+    original = (deployment.pillar_dir / env).read_text()
+    changed = yaml.safe_load(original)
+    changed.setdefault("kos", {})["certificates"] = {"warn_days": 400}
+    deployment.write(env, changed)
+    try:
+        salt_cli.run("saltutil.refresh_pillar", "wait=True", minion_tgt=cp)
+        started = time.time()
+        due = salt_cli.run("kos.check_certificates", minion_tgt=cp).data
+        assert sorted(due["expiring"]) == ["front-proxy-client.crt", "server.crt"], due
+        seen = event_listener.wait_for_events(
+            [(salt_master.id, "kos/certificates/expiring")], after_time=started, timeout=30)
+        assert seen.found_all_events, seen
+        events = list(seen.matches)
+        assert [e.data["id"] for e in events] == [cp], events
+        # a minion's event: what it sent is under "data" (a reactor's data['data'])
+        assert events[0].data["data"] == dict(due, id=cp)
+    finally:
+        deployment.write(env, original)
+        salt_cli.run("saltutil.refresh_pillar", "wait=True", minion_tgt=cp)
+
+
+def test_certificates_orchestration_renews_one_control_plane_at_a_time(
+        deployed, salt_run, deployment, host_roots):
+    server = host_roots / "k8s-cp-1" / SNAP_DATA / "certs" / "server.crt"
+    before = server.read_bytes()
+    ret = salt_run.run("state.orchestrate", "orch.certificates")
+    assert ret.returncode == 0, ret.data
+    assert server.read_bytes() == before  # a year left: nothing due
+    ret = salt_run.run("state.orchestrate", "orch.certificates", 'pillar={"force": true}')
+    assert ret.returncode == 0, ret.data
+    assert server.read_bytes() != before
