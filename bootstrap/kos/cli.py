@@ -152,7 +152,8 @@ def _environment(terraform_dir, name):
 def _settings(**kw):
     terraform_dir = Path(kw["terraform_dir"]).resolve()
     state_root = Path(kw["state_dir"]).resolve()
-    var_files = list(kw.get("var_files") or ())
+    # Terraform runs in kos's working copy, not here: a relative path would not reach it.
+    var_files = [str(Path(p).expanduser().resolve()) for p in kw.get("var_files") or ()]
     if kw.get("env"):
         env = _environment(terraform_dir, kw["env"])
         var_files = [str(p) for p in env.var_files] + var_files
