@@ -398,8 +398,7 @@ def renew_certificates(dep, force=False):
     they expire within kos:certificates:warn_days (all of them with ``force``); returns
     what each control plane has left afterwards."""
     outputs = dep.require_outputs()
-    control_planes = sorted(m for m, i in outputs["minions"].items()
-                            if i.get("role") == "control_plane")
+    control_planes = control_plane_ids(outputs)
     pillar = {"force": True} if force else {}
     with dep.master() as master:
         # this checkout's formula (orch.certificates, the states); the pillar stays what
@@ -667,6 +666,11 @@ def highstates_from_records(records):
     return found
 
 
+def control_plane_ids(outputs):
+    """The control planes' minion ids, sorted (the ones that hold certificates)."""
+    return sorted(m for m, i in outputs["minions"].items() if i.get("role") == "control_plane")
+
+
 def certificate_summary(found):
     """What ``kos status`` shows of a control plane's ``kos.certificates``."""
     return {"days_left": found.get("days_left"), "warn_days": found.get("warn_days"),
@@ -686,8 +690,7 @@ def status(dep):
             records = master.salt(aged, "kos.last_converged", timeout=STATUS_PING)
             highstates.update(highstates_from_records(records))
         dist_name, members, k8s_error = _kubernetes_members(master, first)
-        control_planes = [m for m in ids if m in answering
-                          and outputs["minions"][m].get("role") == "control_plane"]
+        control_planes = [m for m in control_plane_ids(outputs) if m in answering]
         certs = (master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
                  if control_planes else {})
     accepted = set(keys.get("minions", []))
