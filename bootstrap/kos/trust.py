@@ -45,6 +45,9 @@ MARK = re.compile(
     r"^\s*(?:\[\s*\d+\.\d+\]\s*)?(?:cloud-init\[\d+\]:\s*)?"
     r"kos-trust: (?P<id>\S+) (?P<kind>salt-minion-key|ssh-host-key) (?P<a>\S+) (?P<b>\S+)\s*$"
 )
+# The console's getty prints "<host> login: " without a newline whenever it starts, so the
+# next line written to the console, whoever writes it, follows the prompt on the same line.
+LOGIN_PROMPT = re.compile(r"^(?:\S+ login: )+")
 FINGER = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){31}$")
 CLOUD_INIT_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
 CLOUD_INIT_END = "-----END SSH HOST KEY KEYS-----"
@@ -77,7 +80,7 @@ def parse_console(text, minion_id):
     fingers, keys = [], []
     in_block = False
     for raw in text.replace("\r", "").splitlines():
-        line = raw.strip()
+        line = LOGIN_PROMPT.sub("", raw.strip())
         if line == CLOUD_INIT_BEGIN:
             in_block = True
             continue

@@ -57,6 +57,15 @@ def test_the_console_gives_the_minion_fingerprint_and_every_host_key():
     }
 
 
+def test_marks_after_the_gettys_login_prompt_are_read():
+    # agetty's prompt has no newline: the next console line, the mark here, joins it
+    text = CONSOLE.replace("[   41.271828] cloud-init[130]: kos-trust:",
+                           "k8s-worker-1 login: cloud-init[130]: kos-trust:")
+    text = text.replace("-----BEGIN SSH", "k8s-worker-1 login: -----BEGIN SSH")
+    assert trust.parse_console(text, FQDN) == trust.parse_console(CONSOLE, FQDN)
+    assert trust.parse_console(text, FQDN)["minion_keys"] == [FINGER]
+
+
 def test_a_console_speaks_for_its_own_server_only():
     other = CONSOLE.replace(f"kos-trust: {FQDN}", "kos-trust: k8s-cp-1.kos.internal")
     # cloud-init's block names no minion; it is the host's own
@@ -76,6 +85,8 @@ def test_a_console_speaks_for_its_own_server_only():
         f"kos-trust: {FQDN} ssh-host-key x509-cert {ED25519}",
         f"user said: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",  # not a line start
         f"sshd[77]: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",  # not the boot script
+        f"host login: sshd[77]: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",
+        f"host login: user said: kos-trust: {FQDN} salt-minion-key sha256 {FINGER}",
     ],
 )
 def test_malformed_marks_are_not_evidence(line):
