@@ -79,6 +79,14 @@ class Machine:
     def nspawn_pid(self):
         return nspawns(re.escape(self.name)).get(self.name)
 
+    def running_from(self):
+        """The directory the running machine of this name boots from (None: not running)."""
+        pid = self.nspawn_pid()
+        for arg in _cmdline(pid) if pid else []:
+            if arg.startswith(b"--directory="):
+                return Path(arg.split(b"=", 1)[1].decode())
+        return None
+
     def pid1(self):
         pid = self.nspawn_pid()
         return _container_init(pid) if pid else None

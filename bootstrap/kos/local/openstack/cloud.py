@@ -80,6 +80,15 @@ class Cloud:
 
     def ensure(self, avoid_cidrs, host_image, tenant_name=None):
         """Everything up to a usable cloud; returns the clouds.yaml entry's name."""
+        elsewhere = self.machine.running_from()
+        if elsewhere and elsewhere.resolve() != self.machine.merged.resolve():
+            # Machines are found by name: this one would be taken for ours and half-used.
+            raise ConvergeError(
+                f"a rehearsal cloud named {self.machine.name} already runs on this machine, "
+                f"from {elsewhere} (another state directory, or a run that was killed)",
+                fix="take it down: kos down --cloud local with this cluster's variables "
+                "removes a local cluster's machines and links by name; then re-run kos up",
+            )
         stack = image.layer().ensure()
         lower = ":".join(str(p) for p in stack)
         self.machine.mount(lower)
