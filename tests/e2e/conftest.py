@@ -11,6 +11,7 @@ consoles, and from inside the hosts' network namespaces.
 """
 
 import json
+import re
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kos import trust
 from kos.local import hosts as local_hosts
 from kos.local import net as local_net
 from kos.local.openstack import materialiser
@@ -104,6 +106,45 @@ class LocalCluster:
     def hostnames(self):
         return [m["hostname"] for m in self.outputs()["minions"].values()]
 
+    def failed_up(self):
+        """Why ``kos up`` failed: the cloud's side first (what each console said about its
+        network, Neutron's DHCP hosts and its agents' errors), then the end of what kos
+        printed. A failure is explained by the run that had it, not by a re-run."""
+        return f"{cloud_diagnosis(self.state / 'local' / 'cloud')}\n--- kos up said:\n" + (
+            self.up.stderr[-3000:])
+
+
+def cloud_diagnosis(cloud_dir, limit=40):
+    """The rehearsal cloud's view of its servers' networking, read from its disk."""
+    root = Path(cloud_dir) / "merged"
+    out = []
+    for con in sorted((root / "var/lib/kos-spool/consoles").glob("*.log")):
+        said = [ln.strip() for ln in con.read_text(errors="replace").splitlines()
+                if re.search(r"kos: (interface|no DHCP|no interface|first boot done| {2})", ln)]
+        out.append(f"console {con.stem[:8]}: " + " | ".join(s.split("kos: ", 1)[1] for s in said))
+        raw = con.read_bytes()
+        done = re.search(rb"kos: first boot done on (\S+):", raw)
+        # read as kos reads it: through Nova's API, which drops control characters
+        text = re.sub("[\x00-\x08\x0b-\x1f]", "", raw.decode("ascii", "replace"))
+        if done and not trust.parse_console(text, done[1].decode())["minion_keys"]:
+            window = raw[max(0, done.start() - 1500):done.start()]
+            out.append(f"  no minion key mark kos can read; before 'first boot done': {window!r}")
+    for hosts in sorted((root / "var/lib/neutron/dhcp").glob("*/host")):
+        macs = [ln.split(",")[0] + "=" + ln.split(",")[2] for ln in hosts.read_text().split()
+                if ln.count(",") >= 2]
+        out.append(f"dnsmasq hosts of network {hosts.parent.name[:8]}: {' '.join(macs)}")
+    for agent in ("dhcp-agent", "linuxbridge-agent", "l3-agent", "rpc-server"):
+        log = root / f"var/log/neutron/neutron-{agent}.log"
+        seen = []
+        for ln in log.read_text(errors="replace").splitlines() if log.exists() else []:
+            # a message's first line carries its request context; a traceback's do not
+            m = re.match(r"\S+ (\S+) \d+ (ERROR|WARNING) (\S+) \[[^]]*\] (.*)", ln)
+            if m and m[3] != "oslo_messaging.rpc.client":
+                if m[4][:80] not in [s[1] for s in seen]:
+                    seen.append((m[1], m[4][:80], m[4][:200]))
+        out += [f"{agent} {t} {text}" for t, _, text in seen[:limit]]
+    return "\n".join(out)
+
 
 def leftovers(cluster_name, state):
     """What of a local cluster still exists on this machine, by the names kos gives."""
@@ -151,6 +192,12 @@ def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported 
     # clouds.yaml (with the deployment's application credential) in the test's own dir
     kos = Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock, XDG_CONFIG_HOME=work / "config"))
     c = LocalCluster(kos, values)
+    stale = leftovers(c.name, c.state)
+    if stale:
+        # A run killed before its teardown (CI's timeout) left this name in use: kos down
+        # removes a local cluster's machines and links by name.
+        print(f"removing what a killed run left of {c.name}: {', '.join(stale)}")
+        kos("down", *c.args, "--yes", timeout=900)
     try:
         c.up = kos("up", *c.args, "--yes", timeout=UP_TIMEOUT)
     except subprocess.TimeoutExpired as exc:

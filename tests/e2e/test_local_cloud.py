@@ -23,7 +23,7 @@ pytestmark = pytest.mark.netns
 
 
 def test_up_converges_every_node(cluster):
-    assert cluster.up.returncode == 0, cluster.up.stderr[-4000:]
+    assert cluster.up.returncode == 0, cluster.failed_up()
     assert "simulated" in cluster.up.stderr
     # data on stdout and nothing else (progress goes to stderr)
     assert json.loads(cluster.up.stdout)["bastion"] == cluster.outputs()["bastion_floating_ip"]
