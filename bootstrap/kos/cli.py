@@ -399,6 +399,7 @@ def _print_status(doc):
             if k8s is None
             else (
                 ("ready" if k8s["ready"] else "not ready") + f" ({k8s['role']})"
+                + (f" {k8s['version']}" if k8s.get("version") else "")
                 if k8s["member"]
                 else "not a member"
             )

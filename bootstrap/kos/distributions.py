@@ -51,7 +51,8 @@ class Distribution:
         return res.stdout
 
     def nodes(self, master, node):
-        """``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": str}}``."""
+        """``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": str,
+        "version": the kubelet's}}``."""
         raise NotImplementedError
 
     def drain(self, master, node, name):
@@ -117,6 +118,7 @@ class Kubeadm(Distribution):
                 "ready": info.get("ready"),
                 "role": "control-plane" if "control-plane" in info.get("roles", []) else "worker",
                 "ip": info.get("ip"),
+                "version": info.get("version"),
             }
             for name, info in found.items()
         }

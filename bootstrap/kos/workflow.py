@@ -713,6 +713,7 @@ def status(dep):
                 "member": bool(member),
                 "ready": bool(member and member.get("ready")),
                 "role": member.get("role") if member else None,
+                "version": member.get("version") if member else None,
             }
         if isinstance(certs.get(mid), dict):
             entry["certificates"] = certificate_summary(certs[mid])

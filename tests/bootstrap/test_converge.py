@@ -25,6 +25,7 @@ is down (and ``--exclude``), a failing state reported with its ID and comment.
 
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -409,6 +410,10 @@ def test_status_shows_every_node(converged, operator, outputs):
     for node in nodes.values():
         assert node["key"] == "accepted" and node["reachable"] is True
         assert node["last_highstate"]["result"] == "ok"
+    # each node's kubelet version, as the node reports it: one release on a fresh cluster
+    versions = {n: nodes[fqdn(n)]["kubernetes"].pop("version") for n in ("k8s-cp-1", "k8s-worker-1")}
+    assert len(set(versions.values())) == 1, versions
+    assert re.fullmatch(r"v1\.\d+\.\d+", versions["k8s-cp-1"]), versions
     assert nodes[fqdn("k8s-cp-1")]["kubernetes"] == {
         "member": True,
         "ready": True,

@@ -37,6 +37,10 @@ def test_up_converges_every_node(cluster):
     assert sorted(nodes) == sorted(cluster.hostnames())
     kube = {h: n["kubernetes"] for h, n in nodes.items() if "kubernetes" in n}
     assert len(kube) == cluster.values["num_kube_nodes"]
+    # every kubelet reports its version: one release across a fresh cluster
+    versions = {h: k8s.pop("version") for h, k8s in kube.items()}
+    assert len(set(versions.values())) == 1 and re.fullmatch(
+        r"v1\.\d+\.\d+", next(iter(versions.values()))), versions
     for hostname, k8s in kube.items():
         want = "control-plane" if hostname.startswith("k8s-cp-") else "worker"
         assert k8s == {"member": True, "ready": True, "role": want}, hostname
@@ -49,6 +53,7 @@ def test_up_converges_every_node(cluster):
         assert n["key"] == "accepted" and n["reachable"] and n["last_highstate"]["result"] == "ok"
     table = cluster.kos("status", *cluster.args, timeout=300)
     assert "simulated on the local cloud" in table.stdout
+    assert next(iter(versions.values())) in table.stdout
 
 
 def test_servers_are_active_and_booted_by_cloud_init_with_dhcp(cluster):

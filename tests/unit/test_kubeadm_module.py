@@ -442,7 +442,8 @@ NODES = {"items": [
     {"metadata": {"name": "k8s-cp-1", "labels": {"node-role.kubernetes.io/control-plane": ""}},
      "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]},
      "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.11"}],
-                "conditions": [{"type": "Ready", "status": "True"}]}},
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kubeletVersion": "v1.31.4"}}},
     {"metadata": {"name": "k8s-worker-1", "labels": {}},
      "spec": {"unschedulable": True},
      "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.21"}],
@@ -456,8 +457,11 @@ def test_nodes_through_the_admin_kubeconfig(run_all, kube_dir):
     assert called_args(run_all) == ["kubectl", "--kubeconfig", str(kube_dir / "admin.conf"),
                                     "get", "nodes", "-o", "json"]
     assert got["k8s-cp-1"] == {"ready": True, "roles": ["control-plane"], "ip": "10.1.0.11",
-                               "unschedulable": False, "taints": NODES["items"][0]["spec"]["taints"]}
+                               "unschedulable": False, "taints": NODES["items"][0]["spec"]["taints"],
+                               "version": "v1.31.4"}
     assert got["k8s-worker-1"]["ready"] is False and got["k8s-worker-1"]["unschedulable"] is True
+    # a node that has not reported its kubelet yet
+    assert got["k8s-worker-1"]["version"] is None
 
 
 def test_drain_delete_apply_arguments(run_all):

@@ -181,15 +181,16 @@ def test_nodes_from_kubectl(run_all):
     doc = {"items": [
         {"metadata": {"name": "cp1", "labels": {"node.kubernetes.io/microk8s-controlplane": "microk8s-controlplane"}},
          "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.11"}],
-                    "conditions": [{"type": "Ready", "status": "True"}]}},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "nodeInfo": {"kubeletVersion": "v1.31.9"}}},
         {"metadata": {"name": "w1", "labels": {"node.kubernetes.io/microk8s-worker": "microk8s-worker"}},
          "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.12"}],
                     "conditions": [{"type": "Ready", "status": "False"}]}},
     ]}
     run_all.return_value = result(json.dumps(doc))
     assert microk8s.nodes() == {
-        "cp1": {"ready": True, "role": "control-plane", "ip": "10.1.0.11"},
-        "w1": {"ready": False, "role": "worker", "ip": "10.1.0.12"},
+        "cp1": {"ready": True, "role": "control-plane", "ip": "10.1.0.11", "version": "v1.31.9"},
+        "w1": {"ready": False, "role": "worker", "ip": "10.1.0.12", "version": None},
     }
     assert called_args(run_all) == ["microk8s", "kubectl", "get", "nodes", "-o", "json"]
 

@@ -852,7 +852,8 @@ def reset(force=True, dry_run=False, cleanup_tmp_dir=False):
 def nodes(kubeconfig=None):
     """
     Return the cluster's nodes as seen with the admin kubeconfig:
-    ``{name: {"ready", "roles", "ip", "unschedulable", "taints"}}``.
+    ``{name: {"ready", "roles", "ip", "unschedulable", "taints", "version"}}`` (version: the
+    kubelet's, as the node reports it).
 
     kubeconfig
         Default ``<kube_dir>/admin.conf``.
@@ -889,6 +890,7 @@ def nodes(kubeconfig=None):
             ),
             "unschedulable": bool(spec.get("unschedulable")),
             "taints": spec.get("taints") or [],
+            "version": (status.get("nodeInfo") or {}).get("kubeletVersion"),
         }
     __context__[key] = ret
     return ret

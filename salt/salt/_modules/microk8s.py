@@ -432,7 +432,8 @@ def version():
 def nodes():
     """
     Return the Kubernetes nodes as seen from this control-plane node:
-    ``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": InternalIP}}``.
+    ``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": InternalIP,
+    "version": the kubelet's}}``.
 
     CLI Example:
 
@@ -452,12 +453,14 @@ def nodes():
         labels = item["metadata"].get("labels", {})
         conditions = item.get("status", {}).get("conditions", [])
         addresses = item.get("status", {}).get("addresses", [])
+        info = item.get("status", {}).get("nodeInfo") or {}
         ret[item["metadata"]["name"]] = {
             "ready": any(c["type"] == "Ready" and c["status"] == "True" for c in conditions),
             "role": (
                 "worker" if "node.kubernetes.io/microk8s-worker" in labels else "control-plane"
             ),
             "ip": next((a["address"] for a in addresses if a["type"] == "InternalIP"), None),
+            "version": info.get("kubeletVersion"),
         }
     return ret
 
