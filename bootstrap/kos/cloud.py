@@ -13,6 +13,7 @@ the CCM's descriptions), Cinder CSI volumes with metadata
 ``--cluster-name``/``--cluster`` set to the kos cluster name for that to find them.
 """
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -447,6 +448,8 @@ def cleanup_after_destroy(conn, cluster, timeout=300):
 
 FIRSTBOOT_DONE = "kos: first boot done on {fqdn}"
 CLOUD_INIT_DONE = "kos: cloud-init finished on {fqdn}"
+# what the boot script says of interfaces it gave up waiting for (kos-firstboot.sh.tftpl)
+NO_ADDRESS = re.compile(r"kos: no DHCP lease on((?: [\w.-]+)+) after \d+ s")
 
 
 def cluster_servers(conn, cluster):
@@ -499,7 +502,7 @@ def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
     from openstack import exceptions
 
     pending = {s.id: s for s in cluster_servers(conn, cluster)}
-    done, blind, records = [], [], {}
+    done, blind, records, addressless = [], [], {}, {}
     deadline = time.monotonic() + timeout
     while pending:
         for sid, server in list(pending.items()):
@@ -524,6 +527,9 @@ def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
             if fqdn in records:
                 done.append(server.name)
                 del pending[sid]
+                missing = NO_ADDRESS.search(text)
+                if missing:
+                    addressless[server.name] = missing[1].split()
             elif CLOUD_INIT_DONE.format(fqdn=fqdn) in text:
                 raise ConvergeError(
                     f"the first boot of {server.name} failed (cloud-init finished without it)",
@@ -545,8 +551,13 @@ def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
     unmarked = sorted(mid for mid, rec in records.items() if not rec["minion_keys"])
     if unmarked:
         ui.warn(f"no minion key fingerprint on the console of: {', '.join(unmarked)}")
+    for name, devs in sorted(addressless.items()):
+        # kos reaches the cluster through these addresses: say where a later failure starts
+        ui.warn(f"{name} booted without an address on {', '.join(devs)} (its console: no DHCP "
+                f"lease): check the port's network and its DHCP agent, then reboot the server")
     return {
         "booted": sorted(done),
         "unchecked": sorted(blind),
         "fingerprints": sorted(mid for mid, rec in records.items() if rec["minion_keys"]),
+        "without_address": addressless,
     }

@@ -232,6 +232,21 @@ def test_first_boot_records_each_servers_marks_reading_the_whole_console_when_ne
     assert ("s-1", None) in api.calls
 
 
+def test_first_boot_names_a_server_that_booted_without_an_address(capsys):
+    said = CONSOLE.replace(
+        "cloud-init[130]: kos: first boot done",
+        "cloud-init[130]: kos: no DHCP lease on eth1 after 90 s; booting on without it\n"
+        "cloud-init[130]: kos:   \u25cf 3: eth1\n"
+        "cloud-init[130]: kos: first boot done")
+    conn, _ = conn_of(server("s-1", "k8s-worker-1", said))
+    result = cloud.wait_first_boot(conn, "kos", interval=0)
+    assert result["booted"] == ["k8s-worker-1"]
+    assert result["without_address"] == {"k8s-worker-1": ["eth1"]}
+    assert "k8s-worker-1 booted without an address on eth1" in capsys.readouterr().err
+    conn, _ = conn_of(server("s-1", "k8s-worker-1", CONSOLE))
+    assert cloud.wait_first_boot(conn, "kos", interval=0)["without_address"] == {}
+
+
 # -- SSH host keys -------------------------------------------------------------------------
 
 
