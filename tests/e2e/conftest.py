@@ -22,6 +22,7 @@ import pytest
 from kos import trust
 from kos.local import hosts as local_hosts
 from kos.local import net as local_net
+from kos.local.openstack import cloud as local_cloud
 from kos.local.openstack import materialiser
 from tests.bootstrap.conftest import Kos, base_env, ssh_agent  # noqa: F401 - the fixture
 from tests.netlab import can_use_netns
@@ -110,15 +111,15 @@ class LocalCluster:
         """Why ``kos up`` failed: the cloud's side first (what each console said about its
         network, Neutron's DHCP hosts and its agents' errors), then the end of what kos
         printed. A failure is explained by the run that had it, not by a re-run."""
-        return f"{cloud_diagnosis(self.state / 'local' / 'cloud')}\n--- kos up said:\n" + (
-            self.up.stderr[-3000:])
+        cloud = local_cloud.Cloud(self.name, self.state / "local")
+        return f"{cloud_diagnosis(cloud)}\n--- kos up said:\n" + self.up.stderr[-3000:]
 
 
-def cloud_diagnosis(cloud_dir, limit=40):
-    """The rehearsal cloud's view of its servers' networking, read from its disk."""
-    root = Path(cloud_dir) / "merged"
+def cloud_diagnosis(cloud, limit=40):
+    """The rehearsal cloud's view of its servers' networking, read from its disk
+    (``cloud``: kos.local.openstack.cloud.Cloud)."""
     out = []
-    for con in sorted((root / "var/lib/kos-spool/consoles").glob("*.log")):
+    for con in sorted((cloud.spool / "consoles").glob("*.log")):
         said = [ln.strip() for ln in con.read_text(errors="replace").splitlines()
                 if re.search(r"kos: (interface|no DHCP|no interface|first boot done| {2})", ln)]
         out.append(f"console {con.stem[:8]}: " + " | ".join(s.split("kos: ", 1)[1] for s in said))
@@ -129,12 +130,12 @@ def cloud_diagnosis(cloud_dir, limit=40):
         if done and not trust.parse_console(text, done[1].decode())["minion_keys"]:
             window = raw[max(0, done.start() - 1500):done.start()]
             out.append(f"  no minion key mark kos can read; before 'first boot done': {window!r}")
-    for hosts in sorted((root / "var/lib/neutron/dhcp").glob("*/host")):
+    for hosts in sorted(cloud.machine.path("/var/lib/neutron/dhcp").glob("*/host")):
         macs = [ln.split(",")[0] + "=" + ln.split(",")[2] for ln in hosts.read_text().split()
                 if ln.count(",") >= 2]
         out.append(f"dnsmasq hosts of network {hosts.parent.name[:8]}: {' '.join(macs)}")
     for agent in ("dhcp-agent", "linuxbridge-agent", "l3-agent", "rpc-server"):
-        log = root / f"var/log/neutron/neutron-{agent}.log"
+        log = cloud.machine.path(f"/var/log/neutron/neutron-{agent}.log")
         seen = []
         for ln in log.read_text(errors="replace").splitlines() if log.exists() else []:
             # a message's first line carries its request context; a traceback's do not
