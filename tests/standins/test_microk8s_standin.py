@@ -4,6 +4,7 @@ Every node is a directory under tmp_path used as KOS_STANDIN_ROOT, with its own 
 address (KOS_STANDIN_IP); joins really go over HTTPS between the nodes' cluster agents.
 """
 
+import datetime
 import hashlib
 import json
 import os
@@ -914,3 +915,297 @@ def test_refresh_certs_and_config(make_node):
 def _drop_to_nobody():
     os.setgid(65534)
     os.setuid(65534)
+
+
+# --------------------------------------------------------------------------- day 2: holds, cordon/drain, upgrades
+# Ground truth: shared/reference/cli-reference-day2.md E.1.3 (holds), D.5 (cordon/uncordon/drain), E.1/E.4.
+
+HELD_LIST = (
+    "Name      Version  Rev   Tracking     Publisher    Notes\n"
+    "microk8s  {}  {}  {}/stable  canonical**  {}\n"
+)
+
+
+def _record(node):
+    return json.loads((node.root / "var/lib/snapd/kos-standin/microk8s.json").read_text())
+
+
+def _held_until(text, prefix):
+    m = re.fullmatch(re.escape(prefix) + r" held until (\S+)\n", text)
+    assert m, text
+    return m.group(1)
+
+
+def test_snap_refresh_hold_and_unhold(make_node):
+    node = make_node("node-a", 2, install=False)
+    # snapd's daemon refuses to hold what is not installed
+    for flag in ("--hold", "--unhold"):
+        r = node.snap("refresh", flag, "microk8s")
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", 'error: snap "microk8s" is not installed\n')
+    assert node.snap("install", "microk8s", "--classic", "--channel=1.31/stable").returncode == 0
+
+    r = node.snap("refresh", "--hold", "microk8s")
+    assert (r.returncode, r.stdout, r.stderr) == (0, 'General refreshes of "microk8s" held indefinitely\n', "")
+    assert _record(node)["hold"] == "forever"
+    r = node.snap("refresh", "--hold", "microk8s")  # idempotent
+    assert (r.returncode, r.stdout) == (0, 'General refreshes of "microk8s" held indefinitely\n')
+    for args in (("list",), ("list", "microk8s")):
+        r = node.snap(*args)
+        assert (r.returncode, r.stdout) == (0, HELD_LIST.format("v1.31.9", "8148", "1.31", "classic,held"))
+
+    # --hold=DURATION: RFC 3339 of now+duration in the local zone (Go: Z for a zero offset)
+    before = time.time()
+    r = node.snap("refresh", "--hold=24h", "microk8s", env={"TZ": "UTC"})
+    until = _held_until(r.stdout, 'General refreshes of "microk8s"')
+    assert r.returncode == 0 and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", until)
+    expiry = datetime.datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+    assert before + 86400 - 2 <= expiry <= time.time() + 86400 + 1
+    assert _record(node)["hold"] == until
+    r = node.snap("refresh", "--hold=1h30m", "microk8s", env={"TZ": "CET-1"})
+    assert _held_until(r.stdout, 'General refreshes of "microk8s"').endswith("+01:00")
+    assert node.snap("list", "microk8s").stdout.endswith("  classic,held\n")
+
+    # bad values (Go time.ParseDuration messages after snapd's prefix)
+    prefix = 'error: hold value must be a number of hours, minutes or seconds, or "forever": '
+    for value, message in (
+        ("1d", 'time: unknown unit "d" in duration "1d"'),
+        ("abc", 'time: invalid duration "abc"'),
+        ("5", 'time: missing unit in duration "5"'),
+    ):
+        r = node.snap("refresh", "--hold=" + value, "microk8s")
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", prefix + message + "\n")
+    for value in ("0s", "500ms", "-1h"):
+        r = node.snap("refresh", "--hold=" + value, "microk8s")
+        assert (r.returncode, r.stderr) == (
+            1, "error: cannot hold refreshes for less than a second: {}\n".format(value)
+        )
+    # --hold takes its value only as --hold=V: a separate word is a snap name
+    r = node.snap("refresh", "--hold", "24h", "microk8s")
+    assert (r.returncode, r.stderr) == (1, 'error: snap "24h" is not installed\n')
+    r = node.snap("refresh", "--hold", "microk8s", "lxd")
+    assert (r.returncode, r.stderr) == (1, 'error: snap "lxd" is not installed\n')
+    # --hold/--unhold with other flags
+    for args in (
+        ("--hold", "--channel=1.32/stable", "microk8s"),
+        ("--hold=24h", "--revision=8300", "microk8s"),
+        ("--hold", "--unhold", "microk8s"),
+        ("--hold", "--edge"),
+    ):
+        r = node.snap("refresh", *args)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", "error: cannot use --hold with other flags\n"), args
+    r = node.snap("refresh", "--unhold", "--channel=1.32/stable", "microk8s")
+    assert (r.returncode, r.stderr) == (1, "error: cannot use --unhold with other flags\n")
+    assert node.mk("version").stdout == "MicroK8s v1.31.9 revision 8148\n"  # nothing was refreshed
+
+    # an explicit refresh still refreshes a held snap and keeps it held
+    assert node.snap("refresh", "--hold", "microk8s").returncode == 0
+    r = node.snap("refresh", "microk8s", "--channel=1.32/stable")
+    assert (r.returncode, r.stdout) == (0, "microk8s (1.32/stable) v1.32.9 from Canonical** refreshed\n")
+    assert node.snap("list").stdout == HELD_LIST.format("v1.32.9", "8300", "1.32", "classic,held")
+    assert _record(node)["hold"] == "forever"
+
+    # an expired hold no longer counts
+    rec = _record(node)
+    rec["hold"] = "2020-01-01T00:00:00Z"
+    (node.root / "var/lib/snapd/kos-standin/microk8s.json").write_text(json.dumps(rec))
+    assert node.snap("list").stdout == HELD_LIST.format("v1.32.9", "8300", "1.32", "classic")
+
+    r = node.snap("refresh", "--unhold", "microk8s")
+    assert (r.returncode, r.stdout, r.stderr) == (0, 'Removed general refresh hold of "microk8s"\n', "")
+    assert "hold" not in _record(node)
+    assert node.snap("list").stdout == HELD_LIST.format("v1.32.9", "8300", "1.32", "classic")
+
+    # no snap names: the system-wide auto-refresh hold (not a Notes entry)
+    system = node.root / "var/lib/snapd/kos-standin/system.json"
+    r = node.snap("refresh", "--hold")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "Auto-refresh of all snaps held indefinitely\n", "")
+    assert json.loads(system.read_text()) == {"refresh.hold": "forever"}
+    r = node.snap("refresh", "--hold=72h", env={"TZ": "UTC"})
+    assert json.loads(system.read_text()) == {"refresh.hold": _held_until(r.stdout, "Auto-refresh of all snaps")}
+    assert node.snap("list").stdout.endswith("  classic\n")
+    r = node.snap("refresh", "--unhold")
+    assert (r.returncode, r.stdout) == (0, "Removed auto-refresh hold on all snaps\n")
+    assert json.loads(system.read_text()) == {}
+    r = node.snap("refresh")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "All snaps up to date.\n")
+
+
+def _node_items(node):
+    r = node.mk("kubectl", "get", "nodes", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return {i["metadata"]["name"]: i for i in json.loads(r.stdout)["items"]}
+
+
+def _node_rows(node):
+    """NAME -> (STATUS, VERSION) of `kubectl get nodes`."""
+    lines = node.mk("kubectl", "get", "nodes").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    return {cols[0]: (cols[1], cols[4]) for cols in (line.split() for line in lines[1:])}
+
+
+def _assert_cordoned(item):
+    spec = item["spec"]
+    assert set(spec) == {"taints", "unschedulable"} and spec["unschedulable"] is True
+    (taint,) = spec["taints"]
+    assert (taint["effect"], taint["key"]) == ("NoSchedule", "node.kubernetes.io/unschedulable")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", taint["timeAdded"])
+    return taint["timeAdded"]
+
+
+def test_kubectl_cordon_uncordon_drain(make_node):
+    node = make_node("node-a", 2)
+    kubectl = lambda *a: node.mk("kubectl", *a)  # noqa: E731
+
+    r = kubectl("cordon", "node-a")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a cordoned\n", "")
+    r = kubectl("cordon", "node-a")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a already cordoned\n", "")
+    assert _node_rows(node) == {"node-a": ("Ready,SchedulingDisabled", "v1.31.9")}
+    table = kubectl("get", "nodes").stdout.splitlines()
+    assert table[0] == "NAME     STATUS                     ROLES    AGE   VERSION"
+    assert re.fullmatch(r"node-a   Ready,SchedulingDisabled   <none>   \d+s +v1\.31\.9", table[1])
+    _assert_cordoned(_node_items(node)["node-a"])
+    assert json.loads(kubectl("get", "node", "node-a", "-o", "json").stdout)["spec"]["unschedulable"] is True
+
+    r = kubectl("uncordon", "node-a")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a uncordoned\n", "")
+    r = kubectl("uncordon", "node-a")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a already uncordoned\n", "")
+    assert _node_items(node)["node-a"]["spec"] == {}
+    assert _node_rows(node) == {"node-a": ("Ready", "v1.31.9")}
+
+    # drain = cordon + evictions (none: the stand-in datastore has no Pods) + drained
+    r = kubectl("drain", "node-a", "--dry-run=client")
+    assert (r.returncode, r.stdout) == (0, "node/node-a cordoned (dry run)\nnode/node-a drained (dry run)\n")
+    assert _node_items(node)["node-a"]["spec"] == {}
+    r = kubectl(
+        "drain", "node-a", "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=300s",
+        "--grace-period", "30",
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a cordoned\nnode/node-a drained\n", "")
+    added = _assert_cordoned(_node_items(node)["node-a"])
+    r = kubectl("drain", "node-a", "--ignore-daemonsets", "--delete-emptydir-data")  # idempotent
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a already cordoned\nnode/node-a drained\n", "")
+    assert _assert_cordoned(_node_items(node)["node-a"]) == added
+
+    # errors (D.5.5, pflag): stderr, exit 1, nothing changed
+    usage = "error: USAGE: {0} NODE [flags]\nSee 'kubectl {0} -h' for help and examples\n"
+    for verb in ("drain", "cordon", "uncordon"):
+        r = kubectl(verb)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", usage.format(verb))
+        r = kubectl(verb, "nosuch")
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", 'Error from server (NotFound): nodes "nosuch" not found\n')
+    r = kubectl("uncordon", "node-a", "nosuch")
+    assert (r.returncode, r.stdout) == (1, "")
+    _assert_cordoned(_node_items(node)["node-a"])
+    for args, message in (
+        (("--bogus",), "unknown flag: --bogus"),
+        (("--timeout=5",), 'invalid argument "5" for "--timeout" flag: time: missing unit in duration "5"'),
+        (
+            ("--grace-period=soon",),
+            'invalid argument "soon" for "--grace-period" flag: strconv.ParseInt: parsing "soon": invalid syntax',
+        ),
+        (
+            ("--force=maybe",),
+            'invalid argument "maybe" for "--force" flag: strconv.ParseBool: parsing "maybe": invalid syntax',
+        ),
+        (("--timeout",), "flag needs an argument: --timeout"),
+    ):
+        r = kubectl("drain", "node-a", *args)
+        assert (r.returncode, r.stdout, r.stderr) == (
+            1, "", "error: {}\nSee 'kubectl drain --help' for usage.\n".format(message)
+        ), args
+    r = kubectl("uncordon", "node-a", "--ignore-daemonsets")
+    assert r.stderr == "error: unknown flag: --ignore-daemonsets\nSee 'kubectl uncordon --help' for usage.\n"
+    assert kubectl("uncordon", "node/node-a").stdout == "node/node-a uncordoned\n"
+
+    # stopped services: kubectl cannot reach the API server
+    assert node.snap("stop", "microk8s").returncode == 0
+    r = kubectl("cordon", "node-a")
+    assert (r.returncode, r.stderr) == (
+        1, "The connection to the server 127.0.0.1:16443 was refused - did you specify the right host or port?\n"
+    )
+
+
+def _datastore_node(node, name):
+    ds = json.loads(node.data("var/kubernetes/backend/kos-standin-datastore.json").read_text())
+    return next(n for n in ds["nodes"] if n["name"] == name)
+
+
+def test_refresh_of_a_stopped_node_reports_its_version_when_started(make_node):
+    node = make_node("node-a", 2)
+    assert node.mk("kubectl", "cordon", "node-a").returncode == 0
+    assert node.snap("stop", "microk8s").returncode == 0
+    r = node.snap("refresh", "microk8s", "--channel=1.32/stable")
+    assert (r.returncode, r.stdout) == (0, "microk8s (1.32/stable) v1.32.9 from Canonical** refreshed\n")
+    assert not agent_alive(node)
+    assert _datastore_node(node, "node-a")["version"] == "v1.31.9"  # its kubelet has not run yet
+    assert node.snap("start", "microk8s").stdout == "Started.\n"
+    assert _node_rows(node) == {"node-a": ("Ready,SchedulingDisabled", "v1.32.9")}
+    item = _node_items(node)["node-a"]
+    assert (item["status"]["nodeInfo"]["kubeletVersion"], item["status"]["nodeInfo"]["kubeProxyVersion"]) == (
+        "v1.32.9", "v1.32.9"
+    )
+
+
+def test_rolling_upgrade_of_a_control_plane_and_a_worker(make_node):
+    """The documented per-node loop (E.1.1): control plane first, then the worker; drain and
+    uncordon issued on the control plane, the snap held throughout."""
+    cp, worker = make_node("node-a", 2), make_node("node-c", 4)
+    write_hosts(cp, worker)
+    for n in (cp, worker):
+        n.set_bind()
+    r = worker.mk("join", cp.join_string(), "--worker")
+    assert (r.returncode, r.stdout) == (0, WORKER_JOIN.format(ip=cp.ip))
+    for n in (cp, worker):
+        assert n.snap("refresh", "--hold", "microk8s").stdout == 'General refreshes of "microk8s" held indefinitely\n'
+    assert _node_rows(cp) == {"node-a": ("Ready", "v1.31.9"), "node-c": ("Ready", "v1.31.9")}
+
+    # the control plane
+    r = cp.mk("kubectl", "drain", "node-a", "--ignore-daemonsets", "--delete-emptydir-data")
+    assert (r.returncode, r.stdout) == (0, "node/node-a cordoned\nnode/node-a drained\n")
+    r = cp.snap("refresh", "microk8s", "--channel=1.32/stable")
+    assert (r.returncode, r.stdout) == (0, "microk8s (1.32/stable) v1.32.9 from Canonical** refreshed\n")
+    items = _node_items(cp)
+    assert items["node-a"]["status"]["nodeInfo"]["kubeletVersion"] == "v1.32.9"
+    assert items["node-a"]["status"]["conditions"][0]["status"] == "True"
+    _assert_cordoned(items["node-a"])
+    assert items["node-c"]["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.9"
+    assert cp.mk("kubectl", "uncordon", "node-a").stdout == "node/node-a uncordoned\n"
+    assert _node_rows(cp) == {"node-a": ("Ready", "v1.32.9"), "node-c": ("Ready", "v1.31.9")}
+
+    # the worker: drained from the control plane (kubectl on a worker only prints E.4's message)
+    r = worker.mk("kubectl", "drain", "node-c", "--ignore-daemonsets", "--delete-emptydir-data")
+    assert (r.returncode, r.stdout) == (
+        0, "This MicroK8s deployment is acting as a node in a cluster. Please use the microk8s kubectl on the master.\n"
+    )
+    r = cp.mk("kubectl", "drain", "node-c", "--ignore-daemonsets", "--delete-emptydir-data")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-c cordoned\nnode/node-c drained\n", "")
+    assert _node_rows(cp)["node-c"] == ("Ready,SchedulingDisabled", "v1.31.9")
+    added = _assert_cordoned(_node_items(cp)["node-c"])
+
+    r = worker.snap("refresh", "microk8s", "--channel=1.32/stable")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "microk8s (1.32/stable) v1.32.9 from Canonical** refreshed\n", "")
+    assert worker.mk("version").stdout == "MicroK8s v1.32.9 revision 8300\n"
+    assert worker.snap("list").stdout == HELD_LIST.format("v1.32.9", "8300", "1.32", "classic,held")
+    assert agent_alive(worker)
+
+    # the control plane sees the worker back, on the new version, still cordoned
+    item = _node_items(cp)["node-c"]
+    info = item["status"]["nodeInfo"]
+    assert (info["kubeletVersion"], info["kubeProxyVersion"]) == ("v1.32.9", "v1.32.9")
+    assert item["status"]["conditions"][0]["status"] == "True"
+    assert _assert_cordoned(item) == added
+    assert _node_rows(cp) == {"node-a": ("Ready", "v1.32.9"), "node-c": ("Ready,SchedulingDisabled", "v1.32.9")}
+
+    r = cp.mk("kubectl", "uncordon", "node-c")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-c uncordoned\n", "")
+    assert _node_items(cp)["node-c"]["spec"] == {}
+    assert _node_rows(cp) == {"node-a": ("Ready", "v1.32.9"), "node-c": ("Ready", "v1.32.9")}
+    r = cp.mk("kubectl", "uncordon", "node-c")
+    assert (r.returncode, r.stdout) == (0, "node/node-c already uncordoned\n")
+
+    # a worker that leaves turns NotReady on the control plane (A.8); cordoned: both in STATUS
+    assert worker.mk("leave").returncode == 0
+    assert cp.mk("kubectl", "cordon", "node-c").stdout == "node/node-c cordoned\n"
+    assert _node_rows(cp)["node-c"] == ("NotReady,SchedulingDisabled", "v1.32.9")

@@ -1,6 +1,8 @@
 """Test stand-ins for the `snap` and `microk8s` CLIs (kos project).
 
-Ground truth for every message, exit code and file: shared/reference/cli-reference.md, PART A.
+Ground truth for every message, exit code and file: shared/reference/cli-reference.md, PART A,
+and for day-2 operations shared/reference/cli-reference-day2.md (D.5 kubectl drain/cordon/
+uncordon, E.1 snap refresh and holds, E.4).
 Kubernetes does not run here; only the CLI surface, the state files and the cluster-agent
 join protocol (HTTPS on the node's cluster-agent address) are reproduced.
 
@@ -19,4 +21,31 @@ Conventions other code relies on:
   ``microk8s_standin.agent.kill_all_agents(root)`` or
   ``python3 -m microk8s_standin.agent kill-all ROOT`` (PYTHONPATH=tests/standins/lib).
   An agent also exits by itself once its pidfile disappears (e.g. the root was deleted).
+
+Day-2 behaviour (rolling upgrades):
+
+* ``snap refresh --hold[=DURATION] [microk8s]`` / ``snap refresh --unhold [microk8s]`` (E.1.3):
+  a per-snap hold is stored in the install record ($ROOT/var/lib/snapd/kos-standin/microk8s.json)
+  as ``"hold": "forever"`` or an RFC 3339 expiry in the local zone; while it has not expired,
+  ``snap list`` shows ``classic,held`` in Notes.  Without snap names the system-wide auto-refresh
+  hold goes to ``"refresh.hold"`` in $ROOT/var/lib/snapd/kos-standin/system.json.  DURATION is
+  parsed like Go's time.ParseDuration; --hold takes a value only as ``--hold=V``; with any other
+  refresh flag (--channel included) it is refused.  An explicit ``snap refresh microk8s
+  --channel=...`` still refreshes a held snap and keeps the hold.
+* ``microk8s kubectl cordon|uncordon|drain NODE...`` (D.5): sets/clears ``unschedulable`` on the
+  node entry through the replicated datastore (``unschedulable_since`` is the taint's timeAdded).
+  ``get nodes`` shows ``Ready,SchedulingDisabled``; ``-o json`` a ``spec`` with
+  ``unschedulable: true`` and the ``node.kubernetes.io/unschedulable:NoSchedule`` taint.  The
+  datastore has no Pods, so drain evicts nothing: ``node/N cordoned`` then ``node/N drained``.
+  Flags: --ignore-daemonsets, --delete-emptydir-data, --force, --disable-eviction, --timeout
+  (Go duration), --grace-period and the other int flags (checked, no effect), --dry-run=client|
+  server|none; -l/--selector is not supported.
+* ``snap refresh`` to another revision leaves a "report pending" mark
+  ($SNAP_DATA/var/kos-standin/node-report-pending); when the services run (right away, or at the
+  next ``snap start|restart`` / ``microk8s start``) the node reports Ready and its new version
+  (kubeletVersion/kubeProxyVersion, VERSION) like a restarted kubelet: a control-plane node in
+  its datastore copy (replicated), a worker by POSTing ``/kos-standin/v1/node-status`` to the
+  control-plane agents it learnt at join ($SNAP_DATA/var/kos-standin/control-plane-agents.json).
+  Only ready/version change, so a cordoned node stays cordoned through the refresh.  The
+  refresh itself is instantaneous: no NotReady window is visible.
 """

@@ -187,6 +187,8 @@ def handle_remove_member(req):
 
 
 def handle_node_status(req):
+    """A node's kubelet reporting in (worker leave: NotReady; restart after a refresh: Ready and
+    the new version).  Only these fields change; spec (unschedulable) stays as it is."""
     _check_cluster(req)
     with datastore.lock():
         ds = datastore.load()
@@ -194,6 +196,8 @@ def handle_node_status(req):
         if not node:
             return {}
         node["ready"] = bool(req.get("ready"))
+        if req.get("version"):
+            node["version"] = req["version"]
         ds["revision"] += 1
         datastore.save(ds)
     datastore.replicate(ds)

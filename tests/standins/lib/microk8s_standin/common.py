@@ -1,6 +1,7 @@
 """Paths under KOS_STANDIN_ROOT, the install record and small helpers shared by both CLIs."""
 
 import contextlib
+import datetime
 import fcntl
 import json
 import os
@@ -22,6 +23,23 @@ def rpath(path):
 def install_record_path():
     # Stand-in bookkeeping of what snapd would know (channel, revision, service state).
     return rpath("/var/lib/snapd/kos-standin/microk8s.json")
+
+
+def system_record_path():
+    # What snapd keeps as system options; only refresh.hold (snap refresh --hold without names).
+    return rpath("/var/lib/snapd/kos-standin/system.json")
+
+
+def load_system():
+    try:
+        with open(system_record_path()) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def save_system(record):
+    write_file(system_record_path(), json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def load_install():
@@ -175,3 +193,97 @@ def set_arg(service, name, value):
     if not done and value is not None:
         kept.append("{}={}".format(name, value))
     write_file(path, "\n".join(kept) + "\n")
+
+
+# --------------------------------------------------------------------------- Go value formats
+
+
+def go_quote(text):
+    """strconv.Quote for the printable strings that reach error messages."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+_GO_UNITS = {
+    "ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6,
+    "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
+}
+
+
+def parse_go_duration(text):
+    """time.ParseDuration: nanoseconds, or ValueError carrying Go's message."""
+    invalid = ValueError("time: invalid duration " + go_quote(text))
+    s, neg, total = text, False, 0
+    if s[:1] in ("-", "+"):
+        neg, s = s[0] == "-", s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise invalid
+    while s:
+        if not (s[0] == "." or "0" <= s[0] <= "9"):
+            raise invalid
+        i = 0
+        v = 0
+        while i < len(s) and "0" <= s[i] <= "9":
+            v = v * 10 + ord(s[i]) - 48
+            if v > 1 << 63:
+                raise invalid
+            i += 1
+        pre, s = i > 0, s[i:]
+        frac, scale, post = 0, 1, False
+        if s[:1] == ".":
+            s = s[1:]
+            i = 0
+            overflow = False
+            while i < len(s) and "0" <= s[i] <= "9":
+                if not overflow and frac <= ((1 << 63) - 1 - 9) // 10:
+                    frac, scale = frac * 10 + ord(s[i]) - 48, scale * 10
+                else:
+                    overflow = True
+                i += 1
+            post, s = i > 0, s[i:]
+        if not pre and not post:
+            raise invalid
+        i = 0
+        while i < len(s) and not (s[i] == "." or "0" <= s[i] <= "9"):
+            i += 1
+        if i == 0:
+            raise ValueError("time: missing unit in duration " + go_quote(text))
+        unit_name, s = s[:i], s[i:]
+        unit = _GO_UNITS.get(unit_name)
+        if unit is None:
+            raise ValueError("time: unknown unit {} in duration {}".format(go_quote(unit_name), go_quote(text)))
+        if v > (1 << 63) // unit:
+            raise invalid
+        v *= unit
+        if frac:
+            v += int(frac * (unit / scale))
+            if v > 1 << 63:
+                raise invalid
+        total += v
+        if total > 1 << 63:
+            raise invalid
+    if neg:
+        return -total
+    if total > (1 << 63) - 1:
+        raise invalid
+    return total
+
+
+def rfc3339_local(timestamp):
+    """Go's t.Format(time.RFC3339) of a unix time in the local zone (`Z` for a zero offset)."""
+    t = datetime.datetime.fromtimestamp(int(timestamp)).astimezone()
+    if not t.utcoffset():
+        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return t.isoformat(timespec="seconds")
+
+
+def parse_rfc3339(text):
+    """Unix time of an RFC 3339 timestamp; None if it is not one."""
+    try:
+        t = datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except (TypeError, ValueError):
+        return None
+    if t.tzinfo is None:
+        return None
+    return t.timestamp()

@@ -469,6 +469,10 @@ def leave(argv):
 
 
 def _leave_worker(version):
+    try:
+        cluster_ca = pki.ca_fingerprint()  # of ca.remote.crt, removed below
+    except (OSError, ValueError):
+        cluster_ca = None
     common.out("Configuring services.")
     common.touch(common.lock("no-apiserver-proxy"), 0o700)
     common.remove(pki.certs("ca.remote.crt"))
@@ -484,32 +488,14 @@ def _leave_worker(version):
             return 2
         os.remove(common.lock(name))
     # The departed worker turns NotReady on the control plane (kubelet stops reporting).
-    agents_file = common.data("var", "kos-standin", "control-plane-agents.json")
-    try:
-        agents = json.loads(common.read_file(agents_file, "[]"))
-    except ValueError:
-        agents = []
-    ca = common.read_file(pki.certs("ca.crt"))
-    for member_agent in agents:
-        try:
-            _post_member(
-                member_agent, "/kos-standin/v1/node-status",
-                {"ca": _fp(ca), "name": netinfo.hostname().lower(), "ready": False},
-            )
-            break
-        except Exception:
-            continue
-    common.remove(agents_file)
+    if cluster_ca:
+        mk.post_to_control_plane(
+            "/kos-standin/v1/node-status", {"name": netinfo.hostname().lower(), "ready": False}, ca_fp=cluster_ca
+        )
+    common.remove(common.data("var", "kos-standin", "control-plane-agents.json"))
     agent.restart_agent()
     _waiting_for_node()
     return 0
-
-
-def _fp(pem):
-    try:
-        return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
-    except Exception:
-        return ""
 
 
 # --------------------------------------------------------------------------- remove-node

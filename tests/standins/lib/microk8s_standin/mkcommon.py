@@ -1,6 +1,7 @@
 """Guards (A.1.2/A.1.3), readiness and addon status shared by the microk8s subcommands."""
 
 import getpass
+import json
 import os
 import sys
 import time
@@ -165,3 +166,81 @@ def update_datastore(mutator):
 def flush():
     sys.stdout.flush()
     sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- node status reports
+
+
+def control_plane_agents():
+    """Cluster-agent addresses of the control plane a worker joined (written by join_worker)."""
+    try:
+        agents = json.loads(common.read_file(common.data("var", "kos-standin", "control-plane-agents.json"), "[]"))
+    except ValueError:
+        return []
+    return agents if isinstance(agents, list) else []
+
+
+def post_to_control_plane(path, payload, ca_fp=None):
+    """A worker's request to the first control-plane agent that accepts it (the apiserver proxy
+    balances a worker's kubelet over the control-plane nodes).  True once one answered 200."""
+    from . import pki, transport  # late: only cluster code needs them
+
+    if ca_fp is None:
+        try:
+            ca_fp = pki.ca_fingerprint()
+        except (OSError, ValueError):
+            return False
+    payload = dict(payload, ca=ca_fp)
+    for member_agent in control_plane_agents():
+        host, port = transport.split_hostport(member_agent)
+        try:
+            status, _ = transport.post(host, port, path, payload, timeout=10)
+        except OSError:
+            continue
+        if status == 200:
+            return True
+    return False
+
+
+def _report_pending_path():
+    return common.data("var", "kos-standin", "node-report-pending")
+
+
+def mark_node_report_pending():
+    """After a refresh: the node has not told the cluster about its new version yet."""
+    common.touch(_report_pending_path())
+
+
+def report_node_status():
+    """What the kubelet does when it starts: the Node object of this node turns Ready and shows
+    the installed version (nodeInfo.kubeletVersion/kubeProxyVersion, VERSION).  Nothing else of
+    the node entry changes (a cordoned node stays cordoned).  A worker's Node lives in the
+    control plane's datastore: posted to a control-plane agent (agentd handle_node_status), which
+    replicates it; a control-plane node updates its own copy and replicates it.
+    True when the cluster has it."""
+    from . import netinfo
+
+    version = version_record().get("version", "")
+    name = netinfo.hostname().lower()
+    if is_worker():
+        return post_to_control_plane("/kos-standin/v1/node-status", {"name": name, "ready": True, "version": version})
+    ds = datastore.load()
+    node = datastore.find_node(ds, name=name) if ds else None
+    if not node:
+        return True  # not (or no longer) a Node of its datastore: nothing to report
+    if node["ready"] and node["version"] == version:
+        return True
+
+    def mut(d):
+        entry = datastore.find_node(d, name=name)
+        if entry:
+            entry["ready"] = True
+            entry["version"] = version
+
+    update_datastore(mut)
+    return True
+
+
+def report_node_if_pending():
+    if os.path.exists(_report_pending_path()) and report_node_status():
+        common.remove(_report_pending_path())

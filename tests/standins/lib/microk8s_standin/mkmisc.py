@@ -1,4 +1,11 @@
-"""`microk8s config | kubectl | version | refresh-certs | start | stop` (A.10-A.15)."""
+"""`microk8s config | kubectl | version | refresh-certs | start | stop` (A.10-A.15).
+
+`microk8s kubectl` understands `get nodes` (table, -o wide|name|json), `get all`, `delete node`,
+and `cordon`/`uncordon`/`drain` (day-2 D.5): the node entry's ``unschedulable`` flag is set or
+cleared through the replicated datastore; a cordoned node shows STATUS `Ready,SchedulingDisabled`
+and `spec.unschedulable`/the `node.kubernetes.io/unschedulable:NoSchedule` taint.  The datastore
+holds no Pods, so a drain evicts nothing and never refuses.
+"""
 
 import datetime
 import json
@@ -86,6 +93,28 @@ def _age(created):
     return human_duration((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds())
 
 
+def node_spec(n):
+    """A cordoned node: spec.unschedulable and the taint the node lifecycle controller adds."""
+    if not n.get("unschedulable"):
+        return {}
+    return {
+        "taints": [
+            {
+                "effect": "NoSchedule",
+                "key": "node.kubernetes.io/unschedulable",
+                "timeAdded": n.get("unschedulable_since") or n["created"],
+            }
+        ],
+        "unschedulable": True,
+    }
+
+
+def node_status_column(n):
+    """kubectl's node printer: Ready/NotReady from the Ready condition, then SchedulingDisabled."""
+    status = "Ready" if n["ready"] else "NotReady"
+    return status + ",SchedulingDisabled" if n.get("unschedulable") else status
+
+
 def node_object(n):
     """A.12 node document (constructed shape, microk8s labels)."""
     role_label = (
@@ -128,7 +157,7 @@ def node_object(n):
             "resourceVersion": str(1000 + len(n["uid"])),
             "uid": n["uid"],
         },
-        "spec": {},
+        "spec": node_spec(n),
         "status": {
             "addresses": [
                 {"address": n["ip"], "type": "InternalIP"},
@@ -169,6 +198,8 @@ def kubectl(argv):
     if not mk.services_active():
         common.err(CONNECTION_REFUSED)
         return 1
+    if args[:1] and args[0] in NODE_VERBS:
+        return cordon_drain(args[0], args[1:])
     output, no_headers, positional = None, False, []
     i = 0
     while i < len(args):
@@ -209,6 +240,157 @@ def kubectl(argv):
     return 1
 
 
+# kubectl cordon/uncordon/drain flags (D.5.1): name -> kind (bool, duration, int, string).
+NODE_VERBS = {
+    "cordon": {"selector": "string", "dry-run": "string"},
+    "uncordon": {"selector": "string", "dry-run": "string"},
+    "drain": {
+        "ignore-daemonsets": "bool", "delete-emptydir-data": "bool", "force": "bool", "disable-eviction": "bool",
+        "timeout": "duration", "grace-period": "int", "skip-wait-for-delete-timeout": "int", "chunk-size": "int",
+        "pod-selector": "string", "selector": "string", "dry-run": "string",
+    },
+}
+# kubectl's global flags that take a value (their values are ignored here).
+GLOBAL_VALUE_FLAGS = {"namespace", "server", "context", "cluster", "user", "request-timeout", "token", "v"}
+GLOBAL_SHORT = {"n": "namespace", "s": "server", "v": "v"}
+DRY_RUN_SUFFIX = {"none": "", "client": " (dry run)", "server": " (server dry run)"}
+
+
+class KubectlError(Exception):
+    """An error kubectl prints on stderr with exit status 1 (DefaultErrorExitCode)."""
+
+
+def _flag_value_error(value, name, message):
+    return KubectlError('error: invalid argument {} for "--{}" flag: {}'.format(common.go_quote(value), name, message))
+
+
+def _check_flag_value(name, kind, value):
+    """pflag Set(): bool (strconv.ParseBool), duration (time.ParseDuration), int (strconv.ParseInt)."""
+    if kind == "bool":
+        if value not in ("1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"):
+            raise _flag_value_error(
+                value, name, "strconv.ParseBool: parsing {}: invalid syntax".format(common.go_quote(value))
+            )
+        return value in ("1", "t", "T", "TRUE", "true", "True")
+    if kind == "duration":
+        try:
+            common.parse_go_duration(value)
+        except ValueError as e:
+            raise _flag_value_error(value, name, str(e))
+    elif kind == "int":
+        try:
+            int(value, 0)
+        except ValueError:
+            raise _flag_value_error(
+                value, name, "strconv.ParseInt: parsing {}: invalid syntax".format(common.go_quote(value))
+            )
+    return value
+
+
+def _parse_node_verb(verb, argv):
+    """pflag parsing of `kubectl VERB ...`: (flag values, node names); KubectlError on bad flags."""
+    spec = NODE_VERBS[verb]
+    values, names = {}, []
+    usage = "See 'kubectl {} --help' for usage.".format(verb)
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        i += 1
+        if a == "--":
+            names.extend(argv[i:])
+            break
+        if not a.startswith("-") or a == "-":
+            names.append(a)
+            continue
+        if a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+        else:
+            name, value = a[1:2], a[2:].lstrip("=")
+            eq = "=" if value else ""
+            if name == "l":
+                name = "selector"
+            elif name in GLOBAL_SHORT:
+                name = GLOBAL_SHORT[name]
+            elif name in ("h",):
+                name = "help"
+            else:
+                raise KubectlError("error: unknown shorthand flag: '{}' in {}\n{}".format(name, a, usage))
+        if name == "help":
+            raise KubectlError("error: the kos stand-in kubectl has no help for {}".format(verb))
+        kind = spec.get(name) or ("string" if name in GLOBAL_VALUE_FLAGS else None)
+        if kind is None:
+            raise KubectlError("error: unknown flag: --{}\n{}".format(name, usage))
+        if not eq:
+            if kind == "bool":
+                values[name] = True
+                continue
+            if name == "dry-run":
+                values[name] = "unchanged"  # its NoOptDefVal: a bare --dry-run takes no argument
+                continue
+            if i >= len(argv):
+                raise KubectlError("error: flag needs an argument: --{}\n{}".format(name, usage))
+            value = argv[i]
+            i += 1
+        try:
+            values[name] = _check_flag_value(name, kind, value)
+        except KubectlError as e:
+            raise KubectlError("{}\n{}".format(e, usage))
+    return values, names
+
+
+def cordon_drain(verb, argv):
+    """kubectl cordon/uncordon/drain NODE... (D.5): the named nodes must all exist (the resource
+    builder stops at the first NotFound before anything changes); then each is cordoned (or
+    uncordoned), and drain prints `node/<n> drained` per node after all cordon lines."""
+    try:
+        values, names = _parse_node_verb(verb, argv)
+        if values.get("selector"):
+            raise KubectlError("error: the kos stand-in kubectl does not support --selector")
+        dry_run = values.get("dry-run", "none")
+        if dry_run not in DRY_RUN_SUFFIX:
+            raise KubectlError("error: the kos stand-in kubectl does not support --dry-run={}".format(dry_run))
+        if not names:
+            raise KubectlError(
+                "error: USAGE: {} NODE [flags]\nSee 'kubectl {} -h' for help and examples".format(verb, verb)
+            )
+        names = [n.split("/", 1)[1] if n.split("/", 1)[0] in ("node", "nodes", "no") and "/" in n else n for n in names]
+        ds = datastore.load()
+        for name in names:
+            if not datastore.find_node(ds, name=name):
+                raise KubectlError('Error from server (NotFound): nodes "{}" not found'.format(name))
+    except KubectlError as e:
+        common.err(str(e))
+        return 1
+    suffix = DRY_RUN_SUFFIX[dry_run]
+    want = verb != "uncordon"
+    done = "cordoned" if want else "uncordoned"
+    for name in names:
+        node = datastore.find_node(datastore.load(), name=name)
+        if bool(node.get("unschedulable")) == want:
+            common.out("node/{} already {}{}".format(name, done, suffix))
+            continue
+        if dry_run == "none":
+            mk.update_datastore(lambda d, n=name: _set_unschedulable(d, n, want))
+        common.out("node/{} {}{}".format(name, done, suffix))
+    if verb == "drain":
+        # No Pods in the stand-in datastore: nothing to evict, no DaemonSet/emptyDir refusals.
+        for name in names:
+            common.out("node/{} drained{}".format(name, suffix))
+    return 0
+
+
+def _set_unschedulable(ds, name, value):
+    node = datastore.find_node(ds, name=name)
+    if not node:
+        return
+    if value:
+        node["unschedulable"] = True
+        node["unschedulable_since"] = datastore.now_iso()
+    else:
+        node.pop("unschedulable", None)
+        node.pop("unschedulable_since", None)
+
+
 def _get_nodes(ds, names, output, no_headers):
     nodes = ds["nodes"]
     if names:
@@ -240,7 +422,7 @@ def _get_nodes(ds, names, output, no_headers):
         header += ["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"]
     rows = [] if no_headers else [header]
     for n in nodes:
-        row = [n["name"], "Ready" if n["ready"] else "NotReady", "<none>", _age(n["created"]), n["version"]]
+        row = [n["name"], node_status_column(n), "<none>", _age(n["created"]), n["version"]]
         if wide:
             row += [n["ip"], "<none>", "Ubuntu 24.04.1 LTS", n.get("kernel", ""), "containerd://1.6.28"]
         rows.append(row)
@@ -471,6 +653,7 @@ def start(argv):
     common.save_install(rec)
     common.remove(common.lock("stopped.lock"))
     agent.start_agent()
+    mk.report_node_if_pending()
     return 0
 
 

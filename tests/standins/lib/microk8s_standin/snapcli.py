@@ -1,10 +1,20 @@
-"""`snap` stand-in: install/refresh/remove/list/start/stop/restart of the microk8s snap (A.2)."""
+"""`snap` stand-in: install/refresh/remove/list/start/stop/restart of the microk8s snap (A.2, E.1).
+
+Refresh holds (E.1.3, snapd >= 2.58): `snap refresh --hold[=DURATION] [microk8s]` and
+`snap refresh --unhold [microk8s]`.  A per-snap ("general") hold is kept in the install record
+as ``"hold": "forever"`` or an RFC 3339 expiry; while it is in effect `snap list` adds `held` to
+the Notes (`classic,held`, snapd notes.go).  A hold without snap names (auto-refresh of all
+snaps) is kept as ``"refresh.hold"`` in $ROOT/var/lib/snapd/kos-standin/system.json.  An explicit
+`snap refresh microk8s --channel=...` still refreshes a held snap and keeps the hold.
+"""
 
 import os
 import shutil
 import sys
+import time
 
 from . import agent, catalog, common, layout
+from . import mkcommon as mk
 
 SCRIPT_NAMES = (
     "microk8s", "microk8s.kubectl", "microk8s.status", "microk8s.enable", "microk8s.disable",
@@ -67,7 +77,10 @@ def fill(msg, indent=7):
     return "\n".join(out_lines[:1] + [pad + line if line else "" for line in out_lines[1:]])
 
 
-def parse_flags(args, value_flags, bool_flags):
+def parse_flags(args, value_flags, bool_flags, optional_flags=None):
+    """go-flags: `optional_flags` maps a flag to the value it takes when given without `=`
+    (such a flag never consumes the next argument)."""
+    optional_flags = optional_flags or {}
     opts, names = {}, []
     i = 0
     while i < len(args):
@@ -77,7 +90,9 @@ def parse_flags(args, value_flags, bool_flags):
             break
         if a.startswith("--"):
             key, eq, val = a[2:].partition("=")
-            if key in value_flags:
+            if key in optional_flags:
+                opts[key] = val if eq else optional_flags[key]
+            elif key in value_flags:
                 if not eq:
                     i += 1
                     if i >= len(args):
@@ -201,12 +216,94 @@ def cmd_install(args):
     return 0
 
 
+def hold_in_effect(value, now=None):
+    """A hold recorded as "forever" or an RFC 3339 expiry; an expired one no longer counts."""
+    if value == "forever":
+        return True
+    until = common.parse_rfc3339(value) if isinstance(value, str) else None
+    return until is not None and until > (time.time() if now is None else now)
+
+
+def _quoted(names):
+    # strutil.Quoted
+    return ", ".join(common.go_quote(n) for n in names)
+
+
+def _check_installed(names):
+    # The daemon refuses to (un)hold a snap that is not installed.
+    rec = common.load_install()
+    for name in names:
+        if name != common.SNAP_NAME or not rec:
+            raise SnapError('snap "{}" is not installed'.format(name))
+    return rec
+
+
+def hold_refreshes(value, names):
+    """cmd_snap_op.go holdRefreshes."""
+    if value == "forever":
+        until = "forever"
+    else:
+        try:
+            nanos = common.parse_go_duration(value)
+        except ValueError as e:
+            raise SnapError('hold value must be a number of hours, minutes or seconds, or "forever": {}'.format(e))
+        if nanos < 10**9:
+            raise SnapError("cannot hold refreshes for less than a second: {}".format(value))
+        until = common.rfc3339_local(time.time() + nanos / 1e9)
+    when = "indefinitely" if until == "forever" else "until {}".format(until)
+    if not names:
+        system = common.load_system()
+        system["refresh.hold"] = until
+        common.save_system(system)
+        common.out("Auto-refresh of all snaps held {}".format(when))
+        return 0
+    rec = _check_installed(names)
+    rec["hold"] = until
+    common.save_install(rec)
+    common.out("General refreshes of {} held {}".format(_quoted(names), when))
+    return 0
+
+
+def unhold_refreshes(names):
+    """cmd_snap_op.go unholdRefreshes."""
+    if not names:
+        system = common.load_system()
+        system.pop("refresh.hold", None)
+        common.save_system(system)
+        common.out("Removed auto-refresh hold on all snaps")
+        return 0
+    rec = _check_installed(names)
+    rec.pop("hold", None)
+    common.save_install(rec)
+    common.out("Removed general refresh hold of {}".format(_quoted(names)))
+    return 0
+
+
 def cmd_refresh(args):
     opts, names = parse_flags(
-        args, {"channel", "revision", "cohort"}, {"classic", "devmode", "jailmode", "amend", "list", "time", "hold", "unhold", "no-wait", *catalog.RISKS}
+        args,
+        {"channel", "revision", "cohort"},
+        {"classic", "devmode", "jailmode", "amend", "leave-cohort", "ignore-validation", "list", "time",
+         "unhold", "no-wait", *catalog.RISKS},
+        {"hold": "forever"},
     )
+    if opts.get("hold") == "":
+        del opts["hold"]  # `--hold=` leaves the option unset, as go-flags does
+    # E.1.3: --hold/--unhold take no other flag (snapd's otherFlags; the channel and mode
+    # flags too, per the reference).  --no-wait is the wait mixin's, not a refresh option.
+    others = [k for k in opts if k not in ("hold", "unhold", "no-wait")]
+    if "hold" in opts and ("unhold" in opts or others):
+        raise SnapError("cannot use --hold with other flags")
+    if "unhold" in opts and others:
+        raise SnapError("cannot use --unhold with other flags")
+    if "hold" in opts:
+        return hold_refreshes(opts["hold"], names)
+    if "unhold" in opts:
+        return unhold_refreshes(names)
     if not names:
-        common.out("All snaps up to date.")
+        # Nothing to refresh within a channel (one revision per track); a per-snap hold
+        # would block this form anyway.
+        common.err("All snaps up to date.")
         return 0
     _only_microk8s(names, "refresh")
     cur = common.load_install()
@@ -214,7 +311,8 @@ def cmd_refresh(args):
         common.err('snap "microk8s" is not installed')
         return 0
     wanted = requested_channel(opts) if ("channel" in opts or any(opts.get(r) for r in catalog.RISKS)) else cur["channel"]
-    new = resolve(wanted)
+    new = dict(cur)  # keeps the hold (an explicit refresh of a held snap keeps it held) and services state
+    new.update(resolve(wanted))
     if new["channel"] == cur["channel"] and new["revision"] == cur["revision"]:
         common.err('snap "microk8s" has no updates available')
         return 0
@@ -229,9 +327,12 @@ def cmd_refresh(args):
         common.remove(os.path.join(new_dir, "var", "run", agent.PROCESS_TAG + ".pid"))
         layout.create_snap_dir(new["revision"], new["track"])
         layout.point_data_current(new["revision"])
+        # The new kubelet reports its version once the services run again (now, or at the next start).
+        mk.mark_node_report_pending()
     common.save_install(new)
     if new["services_active"]:
         agent.start_agent()
+        mk.report_node_if_pending()
     common.out(done_line(new, "refreshed"))
     return 0
 
@@ -262,9 +363,10 @@ def cmd_list(args):
     parts = tracking.split("/")
     if len(parts) == 3:
         tracking = "{}/{}/…".format(parts[0], parts[1])
+    notes = "classic,held" if hold_in_effect(rec.get("hold")) else "classic"
     rows = [
         ["Name", "Version", "Rev", "Tracking", "Publisher", "Notes"],
-        ["microk8s", rec["version"], str(rec["revision"]), tracking, "canonical" + badge(), "classic"],
+        ["microk8s", rec["version"], str(rec["revision"]), tracking, "canonical" + badge(), notes],
     ]
     common.out(*common.tabwrite(rows, minwidth=5, padding=2))
     return 0
@@ -289,6 +391,7 @@ def _service_cmd(args, verb):
         rec["services_active"] = True
         common.save_install(rec)
         agent.start_agent()
+        mk.report_node_if_pending()
         common.out("Started." if verb == "start" else "Restarted.")
     return 0
 
@@ -308,7 +411,7 @@ def main(argv):
     if not argv or argv[0] in ("help", "--help", "-h"):
         common.out(
             "The snap command lets you install, configure, refresh and remove snaps.",
-            "(kos stand-in: install, refresh, remove, list, start, stop, restart of microk8s)",
+            "(kos stand-in: install, refresh (--hold/--unhold), remove, list, start, stop, restart of microk8s)",
         )
         return 0
     cmd = argv[0]
