@@ -483,6 +483,22 @@ def renew_certificates(force, **kw):
 
 @cli.command()
 @common_options
+@outputs_option
+@click.option("--version", "version", metavar="CHANNEL",
+              help="The microk8s channel (1.32/stable) or track (1.32) to move to; default: "
+              "microk8s:channel of the pillar. One minor version at a time.")
+def upgrade(version, **kw):
+    """Move the cluster to another Kubernetes version, one node at a time, each drained
+    before and uncordoned after (salt-run state.orchestrate orch.upgrade)."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    with workflow.locked(dep):
+        done = workflow.upgrade(dep, version=version)
+    ui.data({"cluster": dep.cluster, **done})
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
 @yes_option
 def down(yes, **kw):
     """Drain nodes, remove what Kubernetes left in the cloud, terraform destroy."""

@@ -701,6 +701,21 @@ def test_a_failing_state_is_reported_with_its_id_and_comment(
     assert steps_of(operator)["orchestrate"]["status"] == "failed"
 
 
+def test_upgrade_goes_through_the_orchestration_one_node_at_a_time(converged, operator,
+                                                                   outputs):
+    res = operator("upgrade", "--outputs", outputs["path"], "--version", "1.33", check=6)
+    assert "kos-orch-upgrade-version" in res.stderr and "would skip 1.32" in res.stderr
+    assert "kos upgrade --version 1.33" in res.stderr  # what to re-run after the fix
+    res = operator("upgrade", "--outputs", outputs["path"], "--version", "1.32", check=0)
+    doc = json.loads(res.stdout)
+    assert doc["versions"] == {"k8s-cp-1": "v1.32.9", "k8s-worker-1": "v1.32.9"}
+    assert doc["upgraded"] == [fqdn("k8s-cp-1"), fqdn("k8s-worker-1")]
+    assert {f"kos-orch-upgrade-{fqdn(n)}-{s}" for n in ("k8s-cp-1", "k8s-worker-1")
+            for s in ("drain", "refresh", "uncordon", "done")} <= set(doc["orchestration"]["seconds"])
+    status = json.loads(operator("status", "--outputs", outputs["path"], "--json", check=0).stdout)
+    assert {n["kubernetes"]["version"] for n in status["nodes"] if "kubernetes" in n} == {"v1.32.9"}
+
+
 def test_drain_removes_nodes_from_kubernetes(converged, operator, outputs, master, monkeypatch):
     monkeypatch.setenv("SSH_AUTH_SOCK", operator.env["SSH_AUTH_SOCK"])
     settings = workflow.Settings(

@@ -23,8 +23,8 @@ from tests.integration.conftest import (
 SNAP_DATA = "var/snap/microk8s/current"
 
 
-def orchestrate(salt_run, pillar=None):
-    args = ["state.orchestrate", "orch.deploy"]
+def orchestrate(salt_run, pillar=None, sls="orch.deploy"):
+    args = ["state.orchestrate", sls]
     if pillar is not None:
         args.append(f"pillar={json.dumps(pillar)}")
     ret = salt_run.run(*args)
@@ -469,3 +469,102 @@ def test_certificates_orchestration_renews_one_control_plane_at_a_time(
     ret = salt_run.run("state.orchestrate", "orch.certificates", 'pillar={"force": true}')
     assert ret.returncode == 0, ret.data
     assert server.read_bytes() != before
+
+
+# -- orch.upgrade (issue 16, item 1): last, it moves the cluster to 1.32 --------------------
+
+
+def kube_nodes(salt_cli, deployment):
+    ret = salt_cli.run("microk8s.nodes", minion_tgt=deployment.fqdn("k8s-cp-1"))
+    assert ret.returncode == 0, ret.data
+    return ret.data
+
+
+def snap_tracks(salt_cli, deployment):
+    """{hostname: (tracking, held)} of every Kubernetes node's snap."""
+    out = {}
+    for name in [n for n in deployment.names if n.startswith("k8s-")]:
+        facts = salt_cli.run("microk8s.upgrade_facts", minion_tgt=deployment.fqdn(name)).data
+        out[name] = (facts["tracking"], facts["held"])
+    return out
+
+
+def upgrade_steps(steps):
+    """[(hostname, step)] of the per-node steps, in the order they ran."""
+    found = []
+    for sid in order(steps):
+        for step in ("drain", "refresh", "uncordon", "done"):
+            prefix, suffix = "kos-orch-upgrade-", f"-{step}"
+            if sid.startswith(prefix) and sid.endswith(suffix):
+                found.append((sid[len(prefix):-len(suffix)].split(".")[0], step))
+    return found
+
+
+@pytest.mark.parametrize("version, words", [
+    ("1.33", "1.33/stable would skip 1.32: microk8s upgrades one minor version at a time, "
+             "upgrade to 1.32/stable first"),
+    ("1.30/stable", "1.30/stable is older: kos does not downgrade"),
+    ("latest/edge", "pillar key 'version' must be a microk8s track such as 1.32"),
+])
+def test_upgrade_refuses_a_skipped_minor_or_a_downgrade_before_anything_changes(
+        deployed, salt_run, salt_cli, deployment, host_roots, version, words):
+    before = tree_snapshot(host_roots)
+    ret, steps = orchestrate(salt_run, {"version": version}, sls="orch.upgrade")
+    assert ret.returncode != 0
+    assert [v["result"] for v in steps.values()] == [False], steps
+    assert words in next(iter(steps.values()))["name"]
+    assert tree_snapshot(host_roots) == before
+
+
+def test_upgrade_stops_before_anything_changes_when_a_node_is_silent(
+        deployed, salt_run, minions, deployment, host_roots):
+    minions["k8s-worker-2"].terminate()
+    try:
+        before = tree_snapshot(host_roots)
+        ret, steps = orchestrate(salt_run, {"version": "1.32"}, sls="orch.upgrade")
+        assert ret.returncode != 0
+        step = by_id(steps)["kos-orch-upgrade-silent"]
+        assert step["result"] is False and len(steps) == 1, steps
+        assert f"nothing changed: {deployment.fqdn('k8s-worker-2')} did not say" in step["name"]
+        assert tree_snapshot(host_roots) == before
+    finally:
+        minions["k8s-worker-2"].start(start_timeout=180)
+
+
+def test_upgrade_moves_one_node_at_a_time_control_plane_first(deployed, salt_run, salt_cli,
+                                                               deployment):
+    nodes = [n for n in deployment.names if n.startswith("k8s-")]
+    assert set(snap_tracks(salt_cli, deployment).values()) == {("1.31/stable", True)}
+    ret, steps = orchestrate(salt_run, {"version": "1.32"}, sls="orch.upgrade")
+    assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+    workers = sorted(n for n in nodes if n.startswith("k8s-worker-"))
+    assert upgrade_steps(steps) == [(n, s) for n in ["k8s-cp-1", *workers]
+                                    for s in ("drain", "refresh", "uncordon", "done")]
+    # each node was drained while it refreshed
+    for node in ["k8s-cp-1", *workers]:
+        drained = by_id(steps)[f"kos-orch-upgrade-{deployment.fqdn(node)}-drain"]
+        assert "schedulable" in json.dumps(drained["changes"]), drained
+    seen = kube_nodes(salt_cli, deployment)
+    assert {n: (v["version"], v["ready"], v["unschedulable"]) for n, v in seen.items()} == {
+        n: ("v1.32.9", True, False) for n in nodes}
+    assert set(snap_tracks(salt_cli, deployment).values()) == {("1.32/stable", True)}
+    ret, steps = orchestrate(salt_run, {"version": "1.32/stable"}, sls="orch.upgrade")
+    assert ret.returncode == 0 and list(by_id(steps)) == ["kos-orch-upgrade-nothing"], steps
+
+
+def test_a_rerun_finishes_a_node_whose_upgrade_did_not(deployed, salt_run, salt_cli, deployment,
+                                                       host_roots):
+    """What a run that died after a node's refresh leaves: the node on the new channel,
+    cordoned, its upgrade noted as pending. The next run finishes that node alone."""
+    worker = deployment.fqdn("k8s-worker-1")
+    pending = host_roots / "k8s-worker-1" / "etc" / "kos" / "upgrade-pending.json"
+    pending.write_text(json.dumps({"channel": "1.32/stable"}))
+    assert salt_cli.run("microk8s.cordon", "k8s-worker-1",
+                        minion_tgt=deployment.fqdn("k8s-cp-1")).returncode == 0
+    ret, steps = orchestrate(salt_run, {"version": "1.32"}, sls="orch.upgrade")
+    assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+    assert upgrade_steps(steps) == [("k8s-worker-1", s)
+                                    for s in ("drain", "refresh", "uncordon", "done")]
+    assert by_id(steps)[f"kos-orch-upgrade-{worker}-uncordon"]["changes"], steps
+    assert not kube_nodes(salt_cli, deployment)["k8s-worker-1"]["unschedulable"]
+    assert not pending.exists()

@@ -6,11 +6,13 @@ from unittest.mock import create_autospec
 import pytest
 import salt.modules.cmdmod
 import salt.modules.config
+import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
 from tests.unit.conftest import load, utils
 
 microk8s = load("modules", "microk8s")
+snap = load("modules", "snap")
 
 # Reference A.3.3 (fresh 1.31 node), shortened to three addons.
 FRESH_YAML = """microk8s:
@@ -184,13 +186,23 @@ def test_nodes_from_kubectl(run_all):
                     "conditions": [{"type": "Ready", "status": "True"}],
                     "nodeInfo": {"kubeletVersion": "v1.31.9"}}},
         {"metadata": {"name": "w1", "labels": {"node.kubernetes.io/microk8s-worker": "microk8s-worker"}},
+         "spec": {"unschedulable": True},
          "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.12"}],
                     "conditions": [{"type": "Ready", "status": "False"}]}},
+        {"metadata": {"name": "w2", "labels": {"node.kubernetes.io/microk8s-worker": "microk8s-worker"}},
+         "spec": {"podCIDR": "10.1.2.0/24"},
+         "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.13"}],
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "nodeInfo": {"kubeletVersion": "v1.31.9"}}},
     ]}
     run_all.return_value = result(json.dumps(doc))
     assert microk8s.nodes() == {
-        "cp1": {"ready": True, "role": "control-plane", "ip": "10.1.0.11", "version": "v1.31.9"},
-        "w1": {"ready": False, "role": "worker", "ip": "10.1.0.12", "version": None},
+        "cp1": {"ready": True, "role": "control-plane", "ip": "10.1.0.11", "version": "v1.31.9",
+                "unschedulable": False},
+        "w1": {"ready": False, "role": "worker", "ip": "10.1.0.12", "version": None,
+               "unschedulable": True},
+        "w2": {"ready": True, "role": "worker", "ip": "10.1.0.13", "version": "v1.31.9",
+               "unschedulable": False},
     }
     assert called_args(run_all) == ["microk8s", "kubectl", "get", "nodes", "-o", "json"]
 
@@ -275,3 +287,153 @@ def test_certificates_refuses_what_it_cannot_read(run_all):
     run_all.return_value = result("The CA certificate will expire in 3649 days.\n")
     with pytest.raises(CommandExecutionError, match="refresh-certs --check printed"):
         microk8s.certificates()
+
+
+# Reference A.1.3: `microk8s kubectl` on a node that joined as a worker, exit 0.
+KUBECTL_ON_A_WORKER = ("This MicroK8s deployment is acting as a node in a cluster. "
+                       "Please use the microk8s kubectl on the master.\n")
+# Reference D.5.2 (real v1.34.3 sample, node renamed)
+DRAINED_OUT = ("node/k8s-worker-1 cordoned\n"
+               "evicting pod kube-system/calico-kube-controllers-7498b9bb4c-4zzpx\n"
+               "pod/calico-kube-controllers-7498b9bb4c-4zzpx evicted\n"
+               "node/k8s-worker-1 drained\n")
+DRAINED_ERR = ("Warning: ignoring DaemonSet-managed Pods: kube-system/calico-node-tmnqj, "
+               "kube-system/kube-proxy-k7jpn\n")
+# Reference D.5.3: a Pod without controller; the first line on stdout, the rest on stderr.
+REFUSED_ERR = (
+    'error: unable to drain node "k8s-worker-1" due to error: cannot delete cannot delete Pods '
+    "that declare no controller (use --force to override): default/zingaboom, continuing "
+    "command...\nThere are pending nodes to be drained:\n k8s-worker-1\ncannot delete cannot "
+    "delete Pods that declare no controller (use --force to override): default/zingaboom\n")
+# Reference D.5.4: a PodDisruptionBudget keeps the Pod until --timeout.
+TIMED_OUT_OUT = ("node/k8s-worker-1 cordoned\nevicting pod default/redis-1\n"
+                 "evicting pod default/redis-1\n"
+                 'There are pending pods in node "k8s-worker-1" when an error occurred: error '
+                 'when evicting pods/"redis-1" -n "default": global timeout reached: 5m0s\n'
+                 "pod/redis-1\n")
+TIMED_OUT_ERR = (
+    'error when evicting pods/"redis-1" -n "default" (will retry after 5s): Cannot evict pod '
+    "as it would violate the pod's disruption budget.\n"
+    'error: unable to drain node "k8s-worker-1" due to error: error when evicting '
+    'pods/"redis-1" -n "default": global timeout reached: 5m0s, continuing command...\n'
+    "There are pending nodes to be drained:\n k8s-worker-1\n"
+    'error when evicting pods/"redis-1" -n "default": global timeout reached: 5m0s\n')
+
+
+def test_cordon_and_uncordon_args(run_all):
+    run_all.return_value = result("node/k8s-worker-1 cordoned\n")
+    assert microk8s.cordon("k8s-worker-1") == "node/k8s-worker-1 cordoned"
+    assert called_args(run_all) == ["microk8s", "kubectl", "cordon", "k8s-worker-1"]
+    assert run_all.call_args.kwargs["python_shell"] is False
+    run_all.return_value = result("node/k8s-worker-1 already uncordoned\n")
+    assert microk8s.uncordon("k8s-worker-1") == "node/k8s-worker-1 already uncordoned"
+    assert called_args(run_all) == ["microk8s", "kubectl", "uncordon", "k8s-worker-1"]
+    assert run_all.call_count == 2
+
+
+@pytest.mark.parametrize("timeout, extra", [
+    (None, []), (300, ["--timeout=300s"]), ("120", ["--timeout=120s"]), (90.0, ["--timeout=90s"]),
+])
+def test_drain_args(run_all, timeout, extra):
+    run_all.return_value = result(DRAINED_OUT, stderr=DRAINED_ERR)
+    assert microk8s.drain("k8s-worker-1", timeout=timeout) == DRAINED_OUT.strip()
+    assert called_args(run_all) == ["microk8s", "kubectl", "drain", "k8s-worker-1",
+                                    "--ignore-daemonsets", "--delete-emptydir-data", *extra]
+    assert run_all.call_args.kwargs["python_shell"] is False
+    assert run_all.call_count == 1
+
+
+def test_drain_refuses_a_timeout_kubectl_reads_as_for_ever(run_all):
+    with pytest.raises(CommandExecutionError, match="at least 1 s"):
+        microk8s.drain("k8s-worker-1", timeout=0)
+    assert run_all.call_count == 0
+
+
+def test_drain_without_timeout_passes_no_timeout_flag(run_all):
+    run_all.return_value = result(DRAINED_OUT)
+    microk8s.drain("k8s-worker-1")
+    assert not [a for a in called_args(run_all) if a.startswith("--timeout")]
+
+
+@pytest.mark.parametrize("stdout, stderr, words", [
+    ("node/k8s-worker-1 cordoned\n", REFUSED_ERR,
+     "cannot delete Pods that declare no controller (use --force to override)"),
+    (TIMED_OUT_OUT, TIMED_OUT_ERR, "global timeout reached: 5m0s"),
+    ("", 'Error from server (NotFound): nodes "k8s-worker-1" not found\n',
+     'nodes "k8s-worker-1" not found'),
+], ids=["refused", "timed-out", "unknown-node"])
+def test_drain_failure_raises_with_kubectls_text(run_all, stdout, stderr, words):
+    run_all.return_value = result(stdout, retcode=1, stderr=stderr)
+    with pytest.raises(CommandExecutionError) as exc:
+        microk8s.drain("k8s-worker-1", timeout=300)
+    assert words in str(exc.value)
+    assert str(exc.value).startswith(stderr.strip().splitlines()[0])  # stderr first
+    assert exc.value.info["retcode"] == 1
+
+
+def test_uncordon_of_an_unknown_node_raises(run_all):
+    run_all.return_value = result(
+        "", retcode=1, stderr='Error from server (NotFound): nodes "k8s-worker-9" not found\n')
+    with pytest.raises(CommandExecutionError, match='nodes "k8s-worker-9" not found'):
+        microk8s.uncordon("k8s-worker-9")
+    assert called_args(run_all) == ["microk8s", "kubectl", "uncordon", "k8s-worker-9"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: microk8s.cordon("k8s-worker-1"),
+    lambda: microk8s.uncordon("k8s-worker-1"),
+    lambda: microk8s.drain("k8s-worker-1", timeout=300),
+], ids=["cordon", "uncordon", "drain"])
+def test_node_commands_on_a_worker_raise(run_all, call):
+    """kubectl exits 0 there without running: that is no success."""
+    run_all.return_value = result(KUBECTL_ON_A_WORKER)
+    with pytest.raises(CommandExecutionError, match="this node is a worker"):
+        call()
+    assert called_args(run_all)[:2] == ["microk8s", "kubectl"]
+
+
+@pytest.fixture
+def facts_salt(setup_loader_mock, tmp_path):
+    """snap, pillar and config functions upgrade_facts asks, with kos:state_dir in tmp_path."""
+    config = {"kos:state_dir": str(tmp_path)}
+    fns = {
+        "snap.list": create_autospec(snap.list_, return_value={}),
+        "snap.held": create_autospec(snap.held, return_value=False),
+        "pillar.items": create_autospec(salt.modules.pillar.items, return_value={}),
+        "config.get": create_autospec(salt.modules.config.get,
+                                      side_effect=lambda k, d="": config.get(k, d)),
+    }
+    microk8s.__salt__.update(fns)
+    return fns
+
+
+def test_upgrade_facts(facts_salt, tmp_path, run_all):
+    facts_salt["snap.list"].return_value = {"microk8s": {
+        "version": "v1.31.9", "rev": "8148", "tracking": "1.31/stable", "publisher": "canonical",
+        "notes": "classic,held"}}
+    facts_salt["snap.held"].return_value = True
+    facts_salt["pillar.items"].return_value = {"microk8s": {"channel": "1.32/stable"},
+                                               "kos": {"distribution": "microk8s"}}
+    (tmp_path / "upgrade-pending.json").write_text(json.dumps({"channel": "1.32/stable"}))
+    assert microk8s.upgrade_facts() == {
+        "tracking": "1.31/stable", "version": "v1.31.9", "revision": "8148", "held": True,
+        "channel": "1.32/stable", "pending": "1.32/stable"}
+    facts_salt["snap.list"].assert_called_once_with("microk8s")
+    facts_salt["snap.held"].assert_called_once_with("microk8s")
+    facts_salt["pillar.items"].assert_called_once_with()  # compiled afresh, not __pillar__
+    facts_salt["config.get"].assert_any_call("kos:state_dir", "/etc/kos")
+    run_all.assert_not_called()
+
+
+def test_upgrade_facts_of_a_node_with_nothing_to_say(facts_salt, tmp_path):
+    """No snap, no microk8s:channel in pillar, no upgrade pending."""
+    assert microk8s.upgrade_facts() == {
+        "tracking": None, "version": None, "revision": None, "held": False,
+        "channel": None, "pending": None}
+
+
+def test_upgrade_facts_ignores_an_unreadable_pending_note(facts_salt, tmp_path):
+    facts_salt["pillar.items"].return_value = {"microk8s": None}
+    (tmp_path / "upgrade-pending.json").write_text("{not json")
+    facts = microk8s.upgrade_facts()
+    assert facts["pending"] is None and facts["channel"] is None

@@ -433,7 +433,7 @@ def nodes():
     """
     Return the Kubernetes nodes as seen from this control-plane node:
     ``{name: {"ready": bool, "role": "control-plane"|"worker", "ip": InternalIP,
-    "version": the kubelet's}}``.
+    "version": the kubelet's, "unschedulable": cordoned}}``.
 
     CLI Example:
 
@@ -461,8 +461,67 @@ def nodes():
             ),
             "ip": next((a["address"] for a in addresses if a["type"] == "InternalIP"), None),
             "version": info.get("kubeletVersion"),
+            "unschedulable": bool((item.get("spec") or {}).get("unschedulable")),
         }
     return ret
+
+
+def _node_command(args):
+    res = _run(["kubectl", *args])
+    if res["stdout"].startswith(WORKER_MESSAGE):
+        raise CommandExecutionError("this node is a worker: run it on a control-plane node")
+    return res["stdout"].strip()
+
+
+def cordon(node):
+    """
+    Mark ``node`` unschedulable (``microk8s kubectl cordon``); run on a control plane.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.cordon k8s-worker-1
+    """
+    return _node_command(["cordon", node])
+
+
+def uncordon(node):
+    """
+    Let Pods be scheduled on ``node`` again (``microk8s kubectl uncordon``); run on a
+    control plane.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.uncordon k8s-worker-1
+    """
+    return _node_command(["uncordon", node])
+
+
+def drain(node, timeout=None):
+    """
+    Cordon ``node`` and evict its Pods (``microk8s kubectl drain --ignore-daemonsets
+    --delete-emptydir-data``, the documented way before a refresh); run on a control
+    plane. A drain that fails or times out leaves the node cordoned.
+
+    timeout
+        Seconds to wait for evictions (kubectl waits for ever without one).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.drain k8s-worker-1 timeout=300
+    """
+    args = ["drain", node, "--ignore-daemonsets", "--delete-emptydir-data"]
+    if timeout is not None:
+        if int(timeout) < 1:
+            # kubectl reads --timeout=0s as "wait for ever"
+            raise CommandExecutionError(f"drain timeout must be at least 1 s, got {timeout!r}")
+        args.append(f"--timeout={int(timeout)}s")
+    return _node_command(args)
 
 
 def config():
@@ -586,3 +645,30 @@ def remove_token(token, snap_data=None):
     os.chmod(tmp, os.stat(path).st_mode & 0o777)
     os.replace(tmp, path)
     return True
+
+
+def upgrade_facts():
+    """
+    What orch.upgrade must know of this node before it changes anything:
+    ``{"tracking": the snap's channel, "version", "revision", "held": refreshes held,
+    "channel": microk8s:channel of a freshly compiled pillar (None when unset),
+    "pending": the channel of an upgrade that started here and has not finished}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' microk8s.upgrade_facts
+    """
+    snap = __salt__["snap.list"]("microk8s").get("microk8s") or {}
+    pillar = __salt__["pillar.items"]()
+    pending = __utils__["kos_state.read_json"](
+        __utils__["kos_state.state_file"](__salt__, "upgrade-pending.json"))
+    return {
+        "tracking": snap.get("tracking"),
+        "version": snap.get("version"),
+        "revision": snap.get("rev"),
+        "held": __salt__["snap.held"]("microk8s"),
+        "channel": (pillar.get("microk8s") or {}).get("channel"),
+        "pending": (pending or {}).get("channel"),
+    }

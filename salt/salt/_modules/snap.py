@@ -2,7 +2,7 @@
 Install snaps from a pinned channel through the ``snap`` command.
 
 Salt 3008 ships no snap module; this covers what the formula needs (list,
-install, refresh, remove) with snapd's own messages and exit codes.
+install, refresh, hold, remove) with snapd's own messages and exit codes.
 
 :depends: snapd
 """
@@ -90,6 +90,48 @@ def refresh(name, channel):
     """
     res = _run(["refresh", name, f"--channel={channel}"])
     return (res["stdout"] or res["stderr"]).strip()
+
+
+def held(name):
+    """
+    Whether refreshes of snap ``name`` are held (snapd 2.58+ marks it ``held`` in the
+    Notes of ``snap list``); False when it is not installed.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.held microk8s
+    """
+    current = list_(name).get(name)
+    return bool(current) and "held" in current["notes"].split(",")
+
+
+def hold(name):
+    """
+    Hold general refreshes of snap ``name`` for ever (``snap refresh --hold NAME``):
+    snapd no longer refreshes it on its own; an explicit ``snap refresh NAME`` still does.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.hold microk8s
+    """
+    return _run(["refresh", "--hold", name])["stdout"].strip()
+
+
+def unhold(name):
+    """
+    Let snapd refresh snap ``name`` on its own again (``snap refresh --unhold NAME``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' snap.unhold microk8s
+    """
+    return _run(["refresh", "--unhold", name])["stdout"].strip()
 
 
 def remove(name):

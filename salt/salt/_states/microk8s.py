@@ -581,3 +581,112 @@ def certificates_renewed(name, within_days=30, force=False):
     ret["changes"] = {"certificates": {"old": due, "new": {c: after.get(c) for c in due}}}
     ret["comment"] = "renewed " + ", ".join(due) + ca_note
     return ret
+
+
+def _node(name):
+    node = __salt__["microk8s.nodes"]().get(name)
+    if node is None:
+        raise CommandExecutionError(f"node {name} is not registered in the cluster")
+    return node
+
+
+def node_drained(name, timeout=None):
+    """
+    Ensure node ``name`` is cordoned and drained (run on a control plane), before
+    something takes it away for a while (a refresh). A node already cordoned is drained
+    again: a drain that timed out earlier may have left Pods on it.
+
+    timeout
+        Seconds to wait for evictions.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"drain node {name}", {"schedulable": {"old": True, "new": False}})
+    try:
+        node = _node(name)
+        if node["unschedulable"]:
+            ret["comment"] = f"node {name} is cordoned"
+        else:
+            ret["changes"] = {"schedulable": {"old": True, "new": False}}
+        if __opts__["test"]:
+            if ret["changes"]:
+                ret["result"] = None
+            ret["comment"] = f"node {name} would be drained"
+            return ret
+        __salt__["microk8s.drain"](name, timeout=timeout)
+        if not _node(name)["unschedulable"]:
+            return _fail(ret, f"kubectl drain {name} ran but the node is still schedulable")
+        ret["comment"] = f"node {name} drained"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"draining {name} failed: {exc}")
+    return ret
+
+
+def node_uncordoned(name):
+    """Ensure node ``name`` takes Pods again (run on a control plane)."""
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"uncordon node {name}", {"schedulable": {"old": False, "new": True}})
+    try:
+        if not _node(name)["unschedulable"]:
+            ret["comment"] = f"node {name} is schedulable"
+            return ret
+        ret["changes"] = {"schedulable": {"old": False, "new": True}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"node {name} would be uncordoned"
+            return ret
+        __salt__["microk8s.uncordon"](name)
+        if _node(name)["unschedulable"]:
+            return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
+        ret["comment"] = f"node {name} uncordoned"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"uncordoning {name} failed: {exc}")
+    return ret
+
+
+def _track_of(version):
+    """``v1.32.9`` -> ``1.32``."""
+    parts = str(version or "").lstrip("v").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+
+def node_ready(name, track, timeout=180, interval=2):
+    """
+    Wait until node ``name`` is Ready and its kubelet runs Kubernetes ``track`` (e.g.
+    ``1.32``), as this control plane sees it: what an upgraded node must show before the
+    next one goes. Changes nothing.
+
+    timeout
+        Seconds to wait.
+    """
+    ret = _ret(name)
+    if not isinstance(track, str):
+        # YAML reads 1.30 as the number 1.3
+        return _fail(ret, f"track must be a string such as '1.32', got {track!r}")
+    if not _installed():
+        return _missing(ret, f"see node {name} Ready on {track}", {})
+    if __opts__["test"]:
+        ret["comment"] = f"would wait for node {name} to be Ready on {track}"
+        return ret
+    deadline = time.monotonic() + timeout
+    node = None
+    while True:
+        try:
+            node = __salt__["microk8s.nodes"]().get(name)
+        except CommandExecutionError as exc:
+            # the API server of a refreshing control plane answers again after a while
+            node = {"error": str(exc)}
+        if node and node.get("ready") and _track_of(node.get("version")) == track:
+            ret["comment"] = f"node {name} is Ready on {node['version']}"
+            return ret
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval)
+    if node is None:
+        seen = "is not registered"
+    elif "error" in node:
+        seen = f"could not be read: {node['error']}"
+    else:
+        seen = f"is {'Ready' if node['ready'] else 'NotReady'} on {node.get('version')}"
+    return _fail(ret, f"node {name} {seen} after {timeout} s; expected Ready on {track}")

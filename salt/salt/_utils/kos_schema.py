@@ -389,7 +389,7 @@ ADDON = either(flag("Enabled or disabled."), section("An addon with arguments.",
 ADDON_NAMES = "|".join(re.escape(name) for name in MICROK8S_ADDONS)
 
 MICROK8S = section("The microk8s distribution.", {
-    "channel": text("Snap channel; a change refreshes the snap.", "snap-channel"),
+    "channel": text("Snap channel new nodes install from; kos upgrade (orch.upgrade) moves the installed ones.", "snap-channel"),
     "snap_data": path("The snap's data directory."),
     "ready_timeout": seconds("Wait for the node to be ready", 1, 3600),
     "extra_sans": listing("More API certificate SANs.", text("SAN", "san")),

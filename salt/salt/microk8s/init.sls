@@ -24,15 +24,27 @@ microk8s-init-file-managed-launch_config:
         extraSANs:
           - {{ microk8s.api_service_ip }}
 
+{#- A node is installed from microk8s:channel; an installed node keeps its channel here:
+    moving a cluster to another version is orch.upgrade's (kos upgrade), one node at a
+    time, each drained first. #}
 microk8s-init-snap-installed:
   snap.installed:
     - name: microk8s
     - channel: {{ microk8s.channel }}
     - classic: True
+    - refresh: False
     # The microk8s module only loads once the command exists.
     - reload_modules: True
     - require:
       - file: microk8s-init-file-managed-launch_config
+
+# snapd would otherwise refresh every node within its track on its own schedule, all at
+# once and undrained.
+microk8s-init-snap-held:
+  snap.held:
+    - name: microk8s
+    - require:
+      - snap: microk8s-init-snap-installed
 
 microk8s-init-microk8s-running:
   microk8s.running:

@@ -1,0 +1,125 @@
+"""
+``kos upgrade`` on the rehearsal cloud's microk8s cluster (issue 16, item 1): a skipped
+minor and a downgrade are refused with nothing changed; 1.31 → 1.32 moves the first control
+plane, then each worker, one at a time, each drained before its refresh and uncordoned
+after, never more than one node unschedulable at once, every snap held; a re-run has
+nothing to do. The API is probed from the master while it runs; failed probes are
+reported (one control plane: its own refresh takes the API away for a moment).
+(The kubeadm rolling upgrade is not implemented yet.)
+"""
+
+import json
+import re
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.netns
+
+UPGRADE_TIMEOUT = 900
+
+
+def first_control_plane(cluster):
+    return next(m for m, i in cluster.outputs()["minions"].items()
+                if i["hostname"] == "k8s-cp-1")
+
+
+def salt(cluster, target, *args, timeout=120):
+    res = cluster.host("salt").run("salt", "--out=json", "--static", target, *args,
+                                   timeout=timeout, check=False)
+    try:
+        return json.loads(res.stdout).get(target)
+    except ValueError:
+        return None
+
+
+def nodes(cluster):
+    """The Kubernetes nodes as the first control plane sees them (None: no answer)."""
+    found = salt(cluster, first_control_plane(cluster), "microk8s.nodes", timeout=60)
+    return found if isinstance(found, dict) else None
+
+
+def snaps(cluster):
+    """``{hostname: (tracking, held)}`` from every node's own snap."""
+    out = {}
+    for mid, info in cluster.outputs()["minions"].items():
+        if info["role"] in ("control_plane", "worker"):
+            facts = salt(cluster, mid, "microk8s.upgrade_facts")
+            out[info["hostname"]] = (facts["tracking"], facts["held"])
+    return out
+
+
+class Watcher(threading.Thread):
+    """Samples the cluster's nodes from the first control plane while an upgrade runs."""
+
+    def __init__(self, cluster):
+        super().__init__(daemon=True)
+        self.cluster, self.samples, self.failed = cluster, [], 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            seen = nodes(self.cluster)
+            if seen is None:
+                self.failed += 1
+            else:
+                self.samples.append({n for n, v in seen.items() if v.get("unschedulable")})
+            time.sleep(0.5)
+
+
+@pytest.fixture
+def microk8s(cluster):
+    if cluster.values["kubernetes_distribution"] != "microk8s":
+        pytest.skip("kos upgrade moves microk8s clusters (kubeadm: not implemented yet)")
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    return cluster
+
+
+def test_skipped_minor_and_downgrade_are_refused_with_nothing_changed(microk8s):
+    before = snaps(microk8s)
+    assert set(before.values()) == {("1.31/stable", True)}, before
+    res = microk8s.kos("upgrade", *microk8s.args, "--version", "1.33", timeout=600)
+    assert res.returncode == 6, res.stderr[-2000:]
+    assert "would skip 1.32" in res.stderr and "upgrade to 1.32/stable first" in res.stderr
+    res = microk8s.kos("upgrade", *microk8s.args, "--version", "1.30/stable", timeout=600)
+    assert res.returncode == 6, res.stderr[-2000:]
+    assert "kos does not downgrade" in res.stderr
+    assert snaps(microk8s) == before
+    assert not any(v["unschedulable"] for v in nodes(microk8s).values())
+
+
+def test_upgrade_moves_one_node_at_a_time_in_order(microk8s):
+    watcher = Watcher(microk8s)
+    watcher.start()
+    try:
+        res = microk8s.kos("upgrade", *microk8s.args, "--version", "1.32", timeout=UPGRADE_TIMEOUT)
+    finally:
+        watcher.stop.set()
+        watcher.join(timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    print(f"API probes during the upgrade: {len(watcher.samples)} answered, "
+          f"{watcher.failed} failed; upgrade steps (s): {doc['orchestration']['seconds']}")
+    # the first control plane, then the workers; each drained, refreshed, uncordoned (each
+    # step requires the one before: the orchestration's integration test checks the order)
+    order = ["k8s-cp-1", "k8s-worker-1", "k8s-worker-2"]
+    assert [m.split(".")[0] for m in doc["upgraded"]] == order
+    steps = [re.fullmatch(r"kos-orch-upgrade-(.+)-(drain|refresh|uncordon|done)", s)
+             for s in doc["orchestration"]["seconds"]]
+    assert sorted((m[1].split(".")[0], m[2]) for m in steps if m) == sorted(
+        (n, s) for n in order for s in ("drain", "refresh", "uncordon", "done"))
+    assert doc["versions"] == {n: "v1.32.9" for n in order}
+    # what the samples saw (a sample takes seconds, a node's turn a few: some see none)
+    assert max((len(s) for s in watcher.samples), default=0) <= 1, watcher.samples
+    assert set(snaps(microk8s).values()) == {("1.32/stable", True)}
+    assert not any(v["unschedulable"] for v in nodes(microk8s).values())
+    status = json.loads(microk8s.kos("status", *microk8s.args, "--json", timeout=300).stdout)
+    assert status["healthy"] is True
+    assert {n["kubernetes"]["version"] for n in status["nodes"] if "kubernetes" in n} == {"v1.32.9"}
+
+
+def test_upgrade_again_has_nothing_to_do(microk8s):
+    res = microk8s.kos("upgrade", *microk8s.args, "--version", "1.32/stable", timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert list(json.loads(res.stdout)["orchestration"]["seconds"]) == ["kos-orch-upgrade-nothing"]
