@@ -70,12 +70,10 @@ def cloud_memory(cluster):
     return {"rss_mib": rss // 1024, "pss_mib": pss // 1024}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fresh", action="store_true",
-                        help="build every image (and the provider) into an empty cache")
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="kos-bench-cloud-"))
+def operator(prefix):
+    """A scratch operator: a directory, an SSH key in an agent of its own, the environment
+    kos runs with. Returns ``(work, env, agent_pid, public_key)``; stop the agent after."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     key = work / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     agent = subprocess.run(["ssh-agent", "-a", str(work / "agent.sock")], capture_output=True,
@@ -83,13 +81,20 @@ def main():
     agent_pid = int(agent.split("SSH_AGENT_PID=")[1].split(";")[0])
     env = dict(os.environ, SSH_AUTH_SOCK=str(work / "agent.sock"), XDG_CONFIG_HOME=str(work))
     env["PYTHONPATH"] = str(REPO / "bootstrap")
+    subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True)
+    return work, env, agent_pid, (work / "id_ed25519.pub").read_text().strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fresh", action="store_true",
+                        help="build every image (and the provider) into an empty cache")
+    args = parser.parse_args()
+    work, env, agent_pid, public_key = operator("kos-bench-cloud-")
     if args.fresh:
         env["XDG_CACHE_HOME"] = str(work / "cache")
-    subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True)
     values = work / "bench.tfvars.json"
-    values.write_text(json.dumps({
-        "cluster_name": CLUSTER, "ssh_public_keys": [(work / "id_ed25519.pub").read_text().strip()],
-    }))
+    values.write_text(json.dumps({"cluster_name": CLUSTER, "ssh_public_keys": [public_key]}))
     kos = [sys.executable, "-m", "kos"]
     common = ["--cloud", "local", "--var-file", str(REPO / "examples" / "local.tfvars"),
               "--var-file", str(values)]
