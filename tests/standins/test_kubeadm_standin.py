@@ -5,6 +5,7 @@ the stand-in API servers started here are killed by pidfile when the module ends
 """
 
 import hashlib
+import json
 import os
 import random
 import re
@@ -128,6 +129,17 @@ class Node:
         return subprocess.run([str(BIN / "kubectl"), "--kubeconfig", "/etc/kubernetes/admin.conf"]
                               + list(args), env=self._env(extra), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=60)
+
+    def run(self, program, *args, **extra):
+        return subprocess.run([str(BIN / program)] + list(args), env=self._env(extra),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=60)
+
+    def packages(self, **versions):
+        """What apt installed: $ROOT/var/lib/kos-standin/packages.json."""
+        path = self.path("/var/lib/kos-standin/packages.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(versions))
 
 
 class Lab:
@@ -870,3 +882,381 @@ def test_dry_run_changes_no_file(lab):
                  if p.is_file() and "kubeadm-init-dryrun" not in str(p))
     assert top == ["etc/hostname"]
     assert daemon_pid(cp.root) is None
+
+
+# ---------------------------------------------------------------------------
+# kubeadm upgrade (day-2 reference D.1-D.4): a 1.31.4 cluster of two control planes and a
+# worker, kubeadm moved to 1.32.1 by its package (packages.json)
+
+UP_HEAD = ('[upgrade] Reading configuration from the "kubeadm-config" ConfigMap in namespace '
+           '"kube-system"...\n'
+           "[upgrade] Use 'kubeadm init phase upload-config --config your-config.yaml' to "
+           "re-upload it.\n")
+PULL = ("[upgrade/preflight] Pulling images required for setting up a Kubernetes cluster\n"
+        "[upgrade/preflight] This might take a minute or two, depending on the speed of your "
+        "internet connection\n"
+        "[upgrade/preflight] You can also perform this action beforehand using 'kubeadm config "
+        "images pull'\n")
+APPLY_PREFLIGHT = (UP_HEAD + "[upgrade/preflight] Running preflight checks\n"
+                   "[upgrade] Running cluster health checks\n"
+                   '[upgrade/preflight] You have chosen to upgrade the cluster version to "{v}"\n'
+                   "[upgrade/versions] Cluster version: v1.31.4\n"
+                   "[upgrade/versions] kubeadm version: v1.32.1\n")
+COMPONENT_CERTS = {"etcd": ["etcd-server", "etcd-peer", "etcd-healthcheck-client"],
+                   "kube-apiserver": ["apiserver", "apiserver-kubelet-client",
+                                      "front-proxy-client", "apiserver-etcd-client"],
+                   "kube-controller-manager": ["controller-manager.conf"],
+                   "kube-scheduler": ["scheduler.conf"]}
+BOOTSTRAP_TOKEN_LINES = """[upgrade/bootstrap-token] Configuring bootstrap token and cluster-info RBAC rules
+[bootstrap-token] Configured RBAC rules to allow Node Bootstrap tokens to get nodes
+[bootstrap-token] Configured RBAC rules to allow Node Bootstrap tokens to post CSRs in order for nodes to get long term certificate credentials
+[bootstrap-token] Configured RBAC rules to allow the csrapprover controller automatically approve CSRs from a Node Bootstrap Token
+[bootstrap-token] Configured RBAC rules to allow certificate rotation for all node client certificates in the cluster
+"""
+KUBELET_CONFIG_LINES = """[upgrade] Backing up kubelet config file to /etc/kubernetes/tmp/kubeadm-kubelet-config{N}/config.yaml
+[kubelet-start] Writing kubelet configuration to file "/var/lib/kubelet/config.yaml"
+[upgrade/kubelet-config] The kubelet configuration for this node was successfully upgraded!
+"""
+KUBELET_TMP_KLOG = (KLOG_RE.replace("[a-z_]+\\.go:\\d+", "postupgrade\\.go:117")
+                    + r"Using temporary directory /etc/kubernetes/tmp/kubeadm-kubelet-config\d+ "
+                    r"for kubelet config\. To override it set the environment variable "
+                    r"KUBEADM_UPGRADE_DRYRUN_DIR\n")
+
+
+def _pattern(text):
+    """A regex for `text` with {N} (a random number) and {TS} (a timestamp) as wildcards."""
+    rx = re.escape(text)
+    return rx.replace(re.escape("{N}"), r"\d+").replace(
+        re.escape("{TS}"), r"\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d")
+
+
+def _staticpods(count, changed=True, etcd=True):
+    """The [upgrade/staticpods] block of D.2.3 for etcd and the three components."""
+    text = '[upgrade/staticpods] Writing new Static Pod manifests to "/etc/kubernetes/tmp/kubeadm-upgraded-manifests{N}"\n'
+    for comp in (["etcd"] if etcd else []) + ["kube-apiserver", "kube-controller-manager",
+                                              "kube-scheduler"]:
+        text += '[upgrade/staticpods] Preparing for "%s" upgrade\n' % comp
+        if not changed:
+            text += ("[upgrade/staticpods] Current and new manifests of %s are equal, skipping "
+                     "upgrade\n" % comp)
+        else:
+            text += "".join("[upgrade/staticpods] Renewing %s certificate\n" % c
+                            for c in COMPONENT_CERTS[comp])
+            text += ('[upgrade/staticpods] Moving new manifest to "/etc/kubernetes/manifests/%s.yaml" '
+                     'and backing up old manifest to "/etc/kubernetes/tmp/kubeadm-backup-manifests-'
+                     '{TS}/%s.yaml"\n' % (comp, comp))
+            text += ("[upgrade/staticpods] Waiting for the kubelet to restart the component\n"
+                     "[upgrade/staticpods] This can take up to 5m0s\n"
+                     "[apiclient] Found %d Pods for label selector component=%s\n"
+                     '[upgrade/staticpods] Component "%s" upgraded successfully!\n'
+                     % (count, comp, comp))
+        if comp == "etcd":
+            text += "[upgrade/etcd] Waiting for etcd to become available\n"
+    return text
+
+
+def _apply_output(staticpods, addons, cluster="v1.31.4"):
+    return (APPLY_PREFLIGHT.format(v="v1.32.1").replace("v1.31.4", cluster) + PULL
+            + '[upgrade/control-plane] Upgrading your static Pod-hosted control plane to version '
+              '"v1.32.1" (timeout: 5m0s)...\n' + staticpods
+            + "[upgrade/control-plane] The control plane instance for this node was successfully "
+              "upgraded!\n"
+              '[upload-config] Storing the configuration used in ConfigMap "kubeadm-config" in the '
+              '"kube-system" Namespace\n'
+              '[kubelet] Creating a ConfigMap "kubelet-config" in namespace kube-system with the '
+              "configuration for the kubelets in the cluster\n"
+              "[upgrad/kubeconfig] The kubeconfig files for this node were successfully upgraded!\n"
+            + KUBELET_CONFIG_LINES + BOOTSTRAP_TOKEN_LINES + addons
+            + '\n[upgrade] SUCCESS! A control plane node of your cluster was upgraded to "v1.32.1".\n'
+              "\n[upgrade] Now please proceed with upgrading the rest of the nodes by following "
+              "the right order.\n")
+
+
+def _row(*cells):
+    """A row of kubeadm's plan tables: tabwriter columns of the given widths."""
+    return "".join(c.ljust(w) for c, w in cells[:-1]) + cells[-1][0] + "\n"
+
+
+def _manifests(node):
+    return {p.name: p.read_text() for p in node.path("/etc/kubernetes/manifests").iterdir()}
+
+
+def _stored_version(node, server=None):
+    args = ["get", "configmap", "kubeadm-config", "-n", "kube-system", "-o",
+            "jsonpath={.data.ClusterConfiguration}"]
+    r = node.kubectl(*(["--server", server] if server else []), *args)
+    assert r.returncode == 0, r.stderr
+    return re.search(r"^kubernetesVersion: (\S+)$", r.stdout, re.M).group(1)
+
+
+def _node_versions(node):
+    r = node.kubectl("get", "nodes", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return {n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"]
+            for n in json.loads(r.stdout)["items"] if n["metadata"]["name"].startswith("up-")}
+
+
+@pytest.fixture(scope="module")
+def upgrade_cluster(lab):
+    """up-cp1 (init), up-cp2 (control-plane join), up-w1 (worker), all v1.31.4 packages."""
+    cp1, cp2, w1 = lab.node("up-cp1"), lab.node("up-cp2"), lab.node("up-w1")
+    cfg = lab.tmp / "up-cp1.yaml"
+    cfg.write_text(init_config(cp1.ip, extra_cluster=ECDSA))
+    r = cp1.kubeadm("init", "--config", str(cfg), "--upload-certs")
+    assert r.returncode == 0, r.stderr
+    token, key = parse_init(r.stdout)
+    join = ("join", cp1.ip + ":6443", "--token", token, "--discovery-token-ca-cert-hash",
+            ca_hash(cp1.path("/etc/kubernetes/pki/ca.crt")))
+    r = cp2.kubeadm(*join, "--control-plane", "--certificate-key", key)
+    assert r.returncode == 0, r.stderr
+    r = w1.kubeadm(*join)
+    assert r.returncode == 0, r.stderr
+    return cp1, cp2, w1
+
+
+def test_upgrade_plan_offline_with_a_newer_kubeadm_package(upgrade_cluster):
+    cp1, _, _ = upgrade_cluster
+    assert cp1.kubeadm("version", "-o", "short").stdout == "v1.31.4\n"
+    cp1.packages(kubeadm="v1.32.1", kubelet="v1.31.4", kubectl="v1.31.4")
+    assert cp1.kubeadm("version", "-o", "short").stdout == "v1.32.1\n"
+
+    cols, comp = (12, 10, 10), (26, 10, 11)
+    expected = (
+        "[preflight] Running pre-flight checks.\n"
+        + UP_HEAD.replace("[upgrade]", "[upgrade/config]")
+        + "[upgrade] Running cluster health checks\n"
+        "[upgrade] Fetching available versions to upgrade to\n"
+        "[upgrade/versions] Cluster version: 1.31.4\n"
+        "[upgrade/versions] kubeadm version: v1.32.1\n"
+        "[upgrade/versions] Target version: v1.32.1\n"
+        "[upgrade/versions] Latest version in the v1.31 series: v1.32.1\n"
+        "\n"
+        "Components that must be upgraded manually after you have upgraded the control plane "
+        "with 'kubeadm upgrade apply':\n"
+        + _row(*zip(("COMPONENT", "NODE", "CURRENT"), cols), ("TARGET",))
+        + "".join(_row(*zip(("kubelet", n, "v1.31.4"), cols), ("v1.32.1",))
+                  for n in ("up-cp1", "up-cp2", "up-w1"))
+        + "\nUpgrade to the latest version in the v1.31 series:\n\n"
+        + _row(*zip(("COMPONENT", "NODE", "CURRENT"), comp), ("TARGET",))
+        + "".join(_row(*zip((c, n, "v1.31.4"), comp), ("v1.32.1",))
+                  for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+                  for n in ("up-cp1", "up-cp2"))
+        + _row(*zip(("kube-proxy", "", "1.31.4"), comp), ("v1.32.1",))
+        + _row(*zip(("CoreDNS", "", "v1.11.3"), comp), ("v1.11.3",))
+        + "".join(_row(*zip(("etcd", n, "3.5.15-0"), comp), ("3.5.16-0",))
+                  for n in ("up-cp1", "up-cp2"))
+        + "\nYou can now apply the upgrade by executing the following command:\n\n"
+        "\tkubeadm upgrade apply v1.32.1\n\n" + "_" * 69 + "\n\n\n"
+        "The table below shows the current state of component configs as understood by this "
+        "version of kubeadm.\n"
+        'Configs that have a "yes" mark in the "MANUAL UPGRADE REQUIRED" column require manual '
+        "config upgrade or\n"
+        "resetting to kubeadm defaults before a successful upgrade can be performed. The version "
+        "to manually\n"
+        'upgrade to is denoted in the "PREFERRED VERSION" column.\n\n'
+        "API GROUP                 CURRENT VERSION   PREFERRED VERSION   MANUAL UPGRADE REQUIRED\n"
+        "kubeproxy.config.k8s.io   v1alpha1          v1alpha1            no\n"
+        "kubelet.config.k8s.io     v1beta1           v1beta1             no\n"
+        + "_" * 69 + "\n\n")
+    r = cp1.kubeadm("upgrade", "plan")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected
+    # no internet: kubeadm falls back to its own version for both labels (D.1.3)
+    fetch = (KLOG_RE + r'could not fetch a Kubernetes version from the internet: unable to get '
+             r'URL "https://dl\.k8s\.io/release/%s\.txt": .+\n' + KLOG_RE
+             + r"falling back to the local client version: v1\.32\.1\n")
+    assert re.fullmatch(fetch % "stable" + fetch % r"stable-1\.31", r.stderr), r.stderr
+    assert "version.go:109] " in r.stderr
+    # a version given to plan answers every label: no lookup at all
+    r = cp1.kubeadm("upgrade", "plan", "v1.32.1")
+    assert (r.returncode, r.stdout, r.stderr) == (0, expected, "")
+
+
+def test_upgrade_apply_refuses_a_skipped_minor_and_changes_nothing(upgrade_cluster):
+    cp1, _, _ = upgrade_cluster
+    before = _manifests(cp1)
+    r = cp1.kubeadm("upgrade", "apply", "v1.33.0", "--yes", "--force")
+    assert r.returncode == 1
+    assert r.stdout == APPLY_PREFLIGHT.format(v="v1.33.0")
+    assert r.stderr == (
+        "error execution phase preflight: the version argument is invalid due to these fatal "
+        "errors:\n\n"
+        '\t- Specified version to upgrade to "v1.33.0" is too high; kubeadm can upgrade only 1 '
+        "minor version at a time\n"
+        '\t- Specified version to upgrade to "v1.33.0" is at least one minor release higher than '
+        "the kubeadm minor release (33 > 32). Such an upgrade is not supported\n"
+        "\nPlease fix the misalignments highlighted above and try upgrading again\n" + HINT)
+    # a skippable error (the real v1.32.1 run of D.2.4)
+    r = cp1.kubeadm("upgrade", "apply", "v1.31.5", "-y")
+    assert r.returncode == 1
+    assert r.stderr == (
+        "error execution phase preflight: the version argument is invalid due to these errors:\n"
+        "\n\t- Kubeadm version v1.32.1 can only be used to upgrade to Kubernetes version 1.32\n"
+        "\nCan be bypassed if you pass the --force flag\n" + HINT)
+    assert _manifests(cp1) == before
+    assert not cp1.path("/etc/kubernetes/tmp").exists()
+    assert _stored_version(cp1) == "v1.31.4"
+
+
+def test_upgrade_apply_without_yes_refuses_on_eof(upgrade_cluster):
+    cp1, _, _ = upgrade_cluster
+    before = _manifests(cp1)
+    r = cp1.kubeadm("upgrade", "apply", "v1.32.1")
+    assert r.returncode == 1
+    assert r.stdout == (APPLY_PREFLIGHT.format(v="v1.32.1")
+                        + "[upgrade] Are you sure you want to proceed? [y/N]: ")
+    assert r.stderr == ("error execution phase preflight: won't proceed; the user didn't answer "
+                        "(Y|y) in order to continue\n" + HINT)
+    assert _manifests(cp1) == before and _stored_version(cp1) == "v1.31.4"
+
+
+def test_upgrade_apply_moves_the_first_control_plane_then_skips_equal_manifests(upgrade_cluster):
+    cp1, cp2, _ = upgrade_cluster
+    old = _manifests(cp1)
+    skip_addons = ("[upgrade/addon] Skipping upgrade of addons because control plane instances "
+                   "[up-cp2] have not been upgraded\n") * 2
+    r = cp1.kubeadm("upgrade", "apply", "v1.32.1", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(_pattern(_apply_output(_staticpods(2), skip_addons)), r.stdout), r.stdout
+    assert re.fullmatch(KUBELET_TMP_KLOG, r.stderr), r.stderr
+
+    manifests = cp1.path("/etc/kubernetes/manifests")
+    for comp in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert "image: registry.k8s.io/%s:v1.32.1\n" % comp in (manifests / (comp + ".yaml")).read_text()
+    assert "image: registry.k8s.io/etcd:3.5.16-0\n" in (manifests / "etcd.yaml").read_text()
+    tmp = cp1.path("/etc/kubernetes/tmp")
+    backup = [p for p in tmp.iterdir() if p.name.startswith("kubeadm-backup-manifests-")]
+    assert len(backup) == 1
+    assert {p.name: p.read_text() for p in backup[0].iterdir()} == old
+    assert [p for p in tmp.iterdir() if p.name.startswith("kubeadm-backup-etcd-")][0].joinpath(
+        "etcd/member/snap/db").is_file()
+    assert not [p for p in tmp.iterdir() if p.name.startswith("kubeadm-upgraded-manifests")]
+    assert [p for p in tmp.iterdir() if p.name.startswith("kubeadm-kubelet-config")][0].joinpath(
+        "config.yaml").is_file()
+    # the new kubeadm-config, replicated to the second control plane's API server
+    assert _stored_version(cp1) == "v1.32.1"
+    assert _stored_version(cp1, server="https://%s:6443" % cp2.ip) == "v1.32.1"
+    # the kubelets are not touched (D.2.5)
+    assert set(_node_versions(cp1).values()) == {"v1.31.4"}
+
+    # again: every manifest is equal, nothing is renewed or moved
+    new = _manifests(cp1)
+    r = cp1.kubeadm("upgrade", "apply", "v1.32.1", "-y")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(_pattern(_apply_output(_staticpods(2, changed=False), skip_addons,
+                                               cluster="v1.32.1")), r.stdout), r.stdout
+    assert _manifests(cp1) == new
+    backups = sorted(p for p in tmp.iterdir() if p.name.startswith("kubeadm-backup-manifests-"))
+    assert len(backups) == 2 and not list(backups[1].iterdir())
+
+
+def test_upgrade_node_on_the_last_control_plane_applies_the_addons(upgrade_cluster):
+    cp1, cp2, _ = upgrade_cluster
+    cp2.packages(kubeadm="v1.32.1", kubelet="v1.31.4", kubectl="v1.31.4")
+    r = cp2.kubeadm("upgrade", "node")
+    assert r.returncode == 0, r.stderr
+    expected = (UP_HEAD + "[upgrade/preflight] Running pre-flight checks\n" + PULL
+                + '[upgrade/control-plane] Upgrading your Static Pod-hosted control plane instance '
+                  'to version "v1.32.1"...\n' + _staticpods(2)
+                + "[upgrade/control-plane] The control plane instance for this node was "
+                  "successfully upgraded!\n"
+                  "[upgrade/kubeconfig] The kubeconfig files for this node were successfully "
+                  "upgraded!\n" + KUBELET_CONFIG_LINES
+                + "[addons] Applied essential addon: CoreDNS\n"
+                  "[addons] Applied essential addon: kube-proxy\n")
+    assert re.fullmatch(_pattern(expected), r.stdout), r.stdout
+    assert re.fullmatch(KUBELET_TMP_KLOG, r.stderr), r.stderr
+    etcd = cp2.path("/etc/kubernetes/manifests/etcd.yaml").read_text()
+    assert "image: registry.k8s.io/etcd:3.5.16-0\n" in etcd
+    assert "--initial-cluster-state=existing" in etcd and "up-cp1=https://" in etcd
+
+    # a re-run changes nothing
+    r = cp2.kubeadm("upgrade", "node")
+    assert r.returncode == 0, r.stderr
+    assert "[upgrade/staticpods] Current and new manifests of kube-apiserver are equal, skipping " \
+           "upgrade\n" in r.stdout and "Renewing" not in r.stdout
+
+    # every control plane runs v1.32.1: nothing left to plan (output ends after the versions)
+    r = cp1.kubeadm("upgrade", "plan", "v1.32.1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.endswith("[upgrade/versions] Cluster version: 1.32.1\n"
+                             "[upgrade/versions] kubeadm version: v1.32.1\n"
+                             "[upgrade/versions] Target version: v1.32.1\n"
+                             "[upgrade/versions] Latest version in the v1.32 series: v1.32.1\n\n")
+
+
+def test_upgrade_node_on_a_worker(upgrade_cluster):
+    _, _, w1 = upgrade_cluster
+    w1.packages(kubeadm="v1.32.1", kubelet="v1.31.4", kubectl="v1.31.4")
+    old = w1.path("/var/lib/kubelet/config.yaml").read_text()
+    expected = (UP_HEAD + "[upgrade/preflight] Running pre-flight checks\n"
+                "[upgrade/preflight] Skipping prepull. Not a control plane node.\n"
+                "[upgrade/control-plane] Skipping phase. Not a control plane node.\n"
+                "[upgrade/kubeconfig] Skipping phase. Not a control plane node.\n"
+                + KUBELET_CONFIG_LINES
+                + "[upgrade/addon] Skipping the addon/coredns phase. Not a control plane node.\n"
+                  "[upgrade/addon] Skipping the addon/kube-proxy phase. Not a control plane node.\n")
+    for _ in range(2):  # idempotent
+        r = w1.kubeadm("upgrade", "node")
+        assert r.returncode == 0, r.stderr
+        assert re.fullmatch(_pattern(expected), r.stdout), r.stdout
+        assert re.fullmatch(KUBELET_TMP_KLOG, r.stderr), r.stderr
+    backups = list(w1.path("/etc/kubernetes/tmp").glob("kubeadm-kubelet-config*/config.yaml"))
+    assert len(backups) == 2 and all(b.read_text() == old for b in backups)
+    assert not w1.path("/etc/kubernetes/manifests/kube-apiserver.yaml").exists()
+
+
+def test_upgrade_apply_version_policy_force_and_dry_run(upgrade_cluster):
+    cp1, _, _ = upgrade_cluster
+    before, tmp_before = _manifests(cp1), sorted(os.listdir(cp1.path("/etc/kubernetes/tmp")))
+    preflight = APPLY_PREFLIGHT.replace("v1.31.4", "v1.32.1")
+    r = cp1.kubeadm("upgrade", "apply", "v1.30.0", "-y")
+    assert (r.returncode, r.stdout) == (1, preflight.format(v="v1.30.0"))
+    assert r.stderr == (
+        "error execution phase preflight: the version argument is invalid due to these fatal "
+        'errors:\n\n\t- Specified version to upgrade to "v1.30.0" is equal to or lower than the '
+        'minimum supported version "v1.32.1". Please specify a higher version to upgrade to\n'
+        '\t- Specified version to downgrade to "v1.30.0" is too low; kubeadm can downgrade only 1 '
+        "minor version at a time\n\nPlease fix the misalignments highlighted above and try "
+        "upgrading again\n" + HINT)
+    # --force turns skippable errors into a notice; --dry-run writes nothing
+    r = cp1.kubeadm("upgrade", "apply", "1.32.2-rc.1", "--force", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    errors = ('\t- Specified version to upgrade to "v1.32.2-rc.1" is higher than the kubeadm '
+              'version "v1.32.1". Upgrade kubeadm first using the tool you used to install kubeadm\n'
+              '\t- Specified version to upgrade to "v1.32.2-rc.1" is an unstable version and such '
+              "upgrades weren't allowed via setting the --allow-*-upgrades flags\n")
+    assert r.stdout.startswith(
+        preflight.format(v="v1.32.2-rc.1")
+        + "[upgrade/preflight] Found 2 potential version compatibility errors but skipping since "
+          "the --force flag is set: \n\n" + errors
+        + "[upgrade/preflight] Would pull the required images (like 'kubeadm config images pull')\n"
+          '[dryrun] Would upgrade your static Pod-hosted control plane to version "v1.32.2-rc.1"'
+          '[dryrun] Would write file "/etc/kubernetes/manifests/kube-apiserver.yaml" with content:\n'
+          "\tapiVersion: v1\n")
+    assert "\t    image: registry.k8s.io/kube-scheduler:v1.32.2-rc.1\n" in r.stdout
+    assert r.stdout.endswith("[upgrade/successful] Finished dryrunning successfully!\n")
+    assert _manifests(cp1) == before and _stored_version(cp1) == "v1.32.1"
+    assert sorted(os.listdir(cp1.path("/etc/kubernetes/tmp"))) == tmp_before
+
+
+def test_node_version_follows_the_kubelet_package_after_a_restart(upgrade_cluster):
+    cp1, _, w1 = upgrade_cluster
+    assert _node_versions(cp1) == {"up-cp1": "v1.31.4", "up-cp2": "v1.31.4", "up-w1": "v1.31.4"}
+    w1.packages(kubeadm="v1.32.1", kubelet="v1.32.1", kubectl="v1.32.1")
+    assert _node_versions(cp1)["up-w1"] == "v1.31.4"  # installed, not restarted yet
+    r = w1.run("kubeadm-standin-kubelet-restart")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert _node_versions(cp1) == {"up-cp1": "v1.31.4", "up-cp2": "v1.31.4", "up-w1": "v1.32.1"}
+    r = w1.run("kubectl", "version", "--client")
+    assert r.stdout.startswith("Client Version: v1.32.1\n")
+    # the plan now lists the kubelets by version (two versions: every row is shown)
+    r = cp1.kubeadm("upgrade", "plan", "v1.32.2")
+    assert r.returncode == 0, r.stderr
+    assert ("kubelet     up-cp1    v1.31.4   v1.32.2\nkubelet     up-cp2    v1.31.4   v1.32.2\n"
+            "kubelet     up-w1     v1.32.1   v1.32.2\n") in r.stdout
+    assert "Note: Before you can perform this upgrade, you have to update kubeadm to v1.32.2.\n" \
+        in r.stdout
+    # a node that never joined: the kubelet would crash-loop, nothing to report
+    r = cp1.run("kubeadm-standin-kubelet-restart", KOS_STANDIN_ROOT=str(w1.root / "nowhere"))
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")

@@ -210,6 +210,11 @@ class Handler(BaseHTTPRequestHandler):
                                     "platform": "linux/amd64"})
         if path == "/api/v1/namespaces/kube-public/configmaps/cluster-info" and method == "GET":
             return self._send(200, st.cluster_info_configmap(store.snapshot(), now))
+        if path == "/api/v1/namespaces/kube-system/configmaps/kubeadm-config" and method == "PUT":
+            self._auth(allow_token=False)
+            return self._send(200, store.mutate({
+                "op": "upload_config",
+                "clusterConfiguration": self._body()["clusterConfiguration"]}))
         if path == "/api/v1/namespaces/kube-system/configmaps/kubeadm-config" and method == "GET":
             self._auth(allow_token=True)
             cfg = store.snapshot()["clusterConfiguration"]
@@ -299,6 +304,10 @@ class Handler(BaseHTTPRequestHandler):
                                                      "key": query.get("key", [""])[0],
                                                      "resource": query.get("resource", [""])[0],
                                                      "name": query.get("name", [""])[0]}))
+        if path == "/kos/v1/addons" and method == "PUT":
+            self._auth(allow_token=False)
+            return self._send(200, store.mutate({"op": "set_addons",
+                                                 "addons": self._body()["addons"]}))
         if path == "/kos/v1/members":
             self._auth(allow_token=False)
             if method == "GET":

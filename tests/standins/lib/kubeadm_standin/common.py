@@ -456,7 +456,12 @@ def write_kubelet_client(node_name, ca_crt, ca_key, algorithm, kube_conf_path, s
     pki.write_file(kube_conf_path, yamlish.dump(doc), 0o600)
 
 
-def node_record(name, ip, control_plane, taints, kube_proxy=True):
+def node_record(name, ip, control_plane, taints, kube_proxy=True, static_pods=None):
+    """The Node the kubelet registers (its version: the kubelet package's, see env.py).
+
+    `static_pods` maps a control-plane component to the image of its static Pod: the
+    mirror Pods the kubelet creates, which `kubeadm upgrade` reads versions from.
+    """
     labels = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
               "kubernetes.io/os": "linux"}
@@ -469,8 +474,9 @@ def node_record(name, ip, control_plane, taints, kube_proxy=True):
     return {"name": name, "labels": labels, "taints": taints, "ready": True,
             "created": time.time(),
             "unschedulable": False, "internalIP": ip, "hostname": name,
-            "kubeletVersion": env.version(), "uid": os.urandom(16).hex(),
-            "daemonSetPods": ["kube-system/kube-proxy-" + suffix] if kube_proxy else []}
+            "kubeletVersion": env.package_version("kubelet"), "uid": os.urandom(16).hex(),
+            "daemonSetPods": ["kube-system/kube-proxy-" + suffix] if kube_proxy else [],
+            "staticPods": dict(static_pods or {})}
 
 
 def taint_string(t):

@@ -6,10 +6,48 @@ reading them find what they would find on a real node; nothing runs them.
 
 import ipaddress
 
-from . import yamlish
+from . import env, yamlish
 
-ETCD_IMAGE_TAG = "3.5.15-0"
 PAUSE_IMAGE_TAG = "3.10"
+
+# constants.SupportedEtcdVersion of each kubeadm minor: Kubernetes minor -> etcd image tag.
+# From real runs: kubeadm 1.31 deploys 3.5.15-0, 1.32.1/1.32.9 plan 3.5.16-0 for 1.31 and
+# 1.32 targets, 1.33 3.5.21-0, 1.34.3 3.5.24-0 for 1.33 and 3.6.5-0 for 1.34 (day-2 D.1.3).
+# Later patch releases of a minor sometimes bump these; the stand-in keeps one set per minor.
+ETCD_VERSIONS = {
+    31: {29: "3.5.15-0", 30: "3.5.15-0", 31: "3.5.15-0"},
+    32: {30: "3.5.16-0", 31: "3.5.16-0", 32: "3.5.16-0"},
+    33: {31: "3.5.21-0", 32: "3.5.21-0", 33: "3.5.21-0"},
+    34: {32: "3.5.24-0", 33: "3.5.24-0", 34: "3.6.5-0"},
+}
+# constants.CoreDNSVersion of each kubeadm minor (real plan outputs: 1.32 v1.11.3, 1.34 v1.12.1).
+COREDNS_VERSIONS = {31: "v1.11.3", 32: "v1.11.3", 33: "v1.12.0", 34: "v1.12.1"}
+CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def _nearest(table, key):
+    return table[min(table, key=lambda k: (abs(k - key), -k))]
+
+
+def etcd_image_tag(kube_version, kubeadm_version=None):
+    """The etcd tag this kubeadm deploys for `kube_version` (the nearest minor it knows)."""
+    kubeadm_minor = env.version_tuple(kubeadm_version or env.version())[1]
+    table = _nearest(ETCD_VERSIONS, kubeadm_minor)
+    return _nearest(table, env.version_tuple(kube_version)[1])
+
+
+def coredns_version(kubeadm_version=None):
+    return _nearest(COREDNS_VERSIONS, env.version_tuple(kubeadm_version or env.version())[1])
+
+
+def static_pod_images(cc):
+    """The images of the control-plane static Pods kubeadm writes for `cc` (mirror Pods)."""
+    images = {c: "%s/%s:%s" % (cc["imageRepository"], c, cc["kubernetesVersion"])
+              for c in CONTROL_PLANE_COMPONENTS}
+    if "external" not in cc["etcd"]:
+        images["etcd"] = "%s/etcd:%s" % (cc["imageRepository"],
+                                         etcd_image_tag(cc["kubernetesVersion"]))
+    return images
 
 
 def service_ip(subnet, index):
@@ -172,7 +210,7 @@ def scheduler_manifest(cc):
                 "HTTPS")
 
 
-def etcd_manifest(cc, node, initial_cluster, cluster_state="new"):
+def etcd_manifest(cc, node, initial_cluster, cluster_state="new", image_tag=None):
     pki = cc["certificatesDir"]
     local = cc["etcd"]["local"]
     ip = node["advertiseAddress"]
@@ -200,7 +238,8 @@ def etcd_manifest(cc, node, initial_cluster, cluster_state="new"):
     if cluster_state != "new":
         defaults["initial-cluster-state"] = cluster_state
     command = ["etcd"] + _args(defaults, local.get("extraArgs"))
-    image = "%s/etcd:%s" % (cc["imageRepository"], ETCD_IMAGE_TAG)
+    image = "%s/etcd:%s" % (cc["imageRepository"],
+                            image_tag or etcd_image_tag(cc["kubernetesVersion"]))
     vols = [("etcd-certs", pki + "/etcd", "DirectoryOrCreate", False),
             ("etcd-data", local["dataDir"], "DirectoryOrCreate", False)]
     return _pod("etcd", image, command, vols, 2381, "127.0.0.1", "/livez", "HTTP",

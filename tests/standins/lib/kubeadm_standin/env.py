@@ -4,12 +4,17 @@ Conventions shared with the rest of the kos tests:
 
 KOS_STANDIN_ROOT               directory treated as `/` for every file (default `/`)
 KOS_STANDIN_IP                 node IP (default: first IPv4 of the default-route interface)
-KOS_STANDIN_KUBE_VERSION       version kubeadm/kubectl report (default v1.31.4)
+KOS_STANDIN_KUBE_VERSION       version of every Kubernetes package (default v1.31.4)
 KOS_STANDIN_DELAY              simulated duration of init/join in seconds (default 0)
 KOS_STANDIN_DISCOVERY_TIMEOUT  cap on the join discovery timeout in seconds (default 5)
 KOS_STANDIN_CERT_KEY_TTL       lifetime of the kubeadm-certs Secret in seconds (default 7200)
+
+Installed package versions: `$KOS_STANDIN_ROOT/var/lib/kos-standin/packages.json`, e.g.
+`{"kubeadm": "v1.32.1", "kubelet": "v1.31.4", "kubectl": "v1.31.4"}`, overrides
+KOS_STANDIN_KUBE_VERSION per package (what apt would have installed on the node).
 """
 
+import json
 import os
 import re
 import socket
@@ -47,9 +52,51 @@ def input_file(path):
     return mapped
 
 
+PACKAGES_FILE = "/var/lib/kos-standin/packages.json"
+_TOOL = []
+
+
+def set_tool(name):
+    """Name the package whose version this process is (kubeadm, kubectl): `version()`."""
+    _TOOL[:] = [name]
+
+
+def default_version():
+    """KOS_STANDIN_KUBE_VERSION: the version of a package packages.json does not name."""
+    return normalize_package_version(os.environ.get("KOS_STANDIN_KUBE_VERSION")
+                                     or DEFAULT_VERSION)
+
+
+def normalize_package_version(text):
+    """`v1.32.1` for `v1.32.1`, `1.32.1` or a Debian package version `1.32.1-1.1`."""
+    text = str(text).strip()
+    m = re.match(r"^v?(\d+\.\d+\.\d+)(-\d+(\.\d+)*)?$", text)
+    if m:
+        return "v" + m.group(1)
+    return text if text.startswith("v") else "v" + text
+
+
+def packages():
+    """The installed package versions of this node (packages.json), {} without the file."""
+    try:
+        with open(host(PACKAGES_FILE)) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def package_version(name):
+    """Version of the installed package `name` (kubeadm, kubelet, kubectl)."""
+    value = packages().get(name)
+    if isinstance(value, str) and value.strip():
+        return normalize_package_version(value)
+    return default_version()
+
+
 def version():
-    v = os.environ.get("KOS_STANDIN_KUBE_VERSION") or DEFAULT_VERSION
-    return v if v.startswith("v") else "v" + v
+    """The version of the running tool: its package's, else KOS_STANDIN_KUBE_VERSION."""
+    return package_version(_TOOL[0]) if _TOOL else default_version()
 
 
 def version_tuple(v=None):

@@ -50,6 +50,20 @@ RESET = [Flag("force", "bool", short="f"), Flag("ignore-preflight-errors", "slic
 
 VERSION = [Flag("output", short="o", default="")]
 
+# D.1.1, D.2.1, D.3.1
+UPGRADE_COMMON = [Flag("config"), Flag("kubeconfig"), Flag("ignore-preflight-errors", "slice")]
+UPGRADE_ALLOW = [Flag("allow-experimental-upgrades", "bool"),
+                 Flag("allow-release-candidate-upgrades", "bool"), Flag("print-config", "bool")]
+UPGRADE_PLAN = UPGRADE_COMMON + UPGRADE_ALLOW + [
+    Flag("output", short="o", default="text"), Flag("show-managed-fields", "bool"),
+    Flag("allow-missing-template-keys", "bool", default=True)]
+UPGRADE_NODE = UPGRADE_COMMON + [
+    Flag("dry-run", "bool"), Flag("etcd-upgrade", "bool", default=True),
+    Flag("certificate-renewal", "bool", default=True), Flag("patches"),
+    Flag("skip-phases", "slice")]
+UPGRADE_APPLY = UPGRADE_NODE + UPGRADE_ALLOW + [
+    Flag("yes", "bool", short="y"), Flag("force", "bool", short="f")]
+
 # D.6.3: what `kubeadm certs renew` takes
 RENEW_NAMES = ("admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client",
                "controller-manager.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server",
@@ -63,6 +77,7 @@ TREE = {
     "token": {"create": None, "list": None, "delete": None, "generate": None},
     "certs": {"certificate-key": None, "check-expiration": None,
               "renew": {name: None for name in RENEW_NAMES}},
+    "upgrade": {"plan": None, "apply": None, "node": None},
 }
 
 FLAGS = {
@@ -85,6 +100,10 @@ FLAGS = {
     ("certs", "renew"): [],
     **{("certs", "renew", name): [Flag("config"), Flag("cert-dir"), Flag("kubeconfig")]
        for name in RENEW_NAMES},
+    ("upgrade",): [],
+    ("upgrade", "plan"): UPGRADE_PLAN,
+    ("upgrade", "apply"): UPGRADE_APPLY,
+    ("upgrade", "node"): UPGRADE_NODE,
 }
 
 # B.2.2 isAllowedFlag: what may accompany --config
@@ -117,7 +136,11 @@ def parse_for(path, args):
 # version
 
 _GIT_COMMITS = {"v1.31.4": ("a78aa47129b8539636eb86a9d00e31b2720fe06b", "2024-12-10T11:42:09Z",
-                            "go1.22.9")}
+                            "go1.22.9"),
+                "v1.31.5": ("af64d838aacd9173317b39cf273741816bd82377", "2025-01-15T14:39:21Z",
+                            "go1.22.10"),
+                "v1.32.0": ("70d3cc986aa8221cd1dfb1121852688902d3bf53", "2024-12-11T18:04:20Z",
+                            "go1.23.3")}
 
 
 def version_info():
@@ -358,7 +381,7 @@ def run(argv):
         env.out("kubeadm: easily bootstrap a secure Kubernetes cluster\n\n"
                 "Usage:\n  kubeadm [command]")
         return 0
-    if key in (("token",), ("init", "phase"), ("certs",), ("certs", "renew")):
+    if key in (("token",), ("init", "phase"), ("certs",), ("certs", "renew"), ("upgrade",)):
         values, _, pos = parse_for(path, rest)
         name = '"%s"' % " ".join(path) if key != ("init", "phase") else '"phase"'
         if not pos:
@@ -396,11 +419,16 @@ def run(argv):
     elif key[:2] == ("certs", "renew"):
         from . import kubeadm_certs
         kubeadm_certs.cmd_renew(key[2], rest, parse_for)
+    elif key[0] == "upgrade":
+        from . import kubeadm_upgrade
+        {"plan": kubeadm_upgrade.cmd_plan, "apply": kubeadm_upgrade.cmd_apply,
+         "node": kubeadm_upgrade.cmd_node}[key[1]](rest, parse_for)
     return 0
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    env.set_tool("kubeadm")  # `kubeadm version` and the texts follow the kubeadm package
     try:
         return run(argv)
     except Failure as f:

@@ -313,7 +313,14 @@ def cmd_init(args, parse_for, validate_mixed):
             cluster_state["certs"] = {"ownerToken": owner["id"],
                                       "data": common.encrypt_shared_certs(cc, certificate_key)}
         cluster_state["nodes"][node["name"]] = common.node_record(
-            node["name"], node["advertiseAddress"], True, node["taints"], kube_proxy)
+            node["name"], node["advertiseAddress"], True, node["taints"], kube_proxy,
+            content.static_pod_images(cc))
+        # the addons the addon phase deploys (upgrade plan reads their versions)
+        cluster_state["addons"] = {}
+        if not ("addon" in skip or "addon/coredns" in skip or cc["dns"]["disabled"]):
+            cluster_state["addons"]["coredns"] = content.coredns_version()
+        if kube_proxy:
+            cluster_state["addons"]["kube-proxy"] = cc["kubernetesVersion"]
         cluster_state["members"] = [{"name": node["name"],
                                      "url": "https://" + common.local_endpoint(node)}]
         st.save(cluster_state)

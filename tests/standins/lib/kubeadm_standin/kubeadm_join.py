@@ -447,7 +447,8 @@ def cmd_join(args, parse_for, validate_mixed):
     os.makedirs(env.host("/etc/kubernetes/manifests"), exist_ok=True)
     kube_proxy = not cc["proxy"]["disabled"]
     record = common.node_record(node["name"], node["advertiseAddress"], spec.control_plane,
-                                node["taints"], kube_proxy)
+                                node["taints"], kube_proxy,
+                                content.static_pod_images(cc) if spec.control_plane else None)
     try:
         bootstrap_api.post("/api/v1/nodes", {"node": record, "force": True})
     except (client.ClientError, client.HTTPError) as e:

@@ -807,6 +807,7 @@ def cmd_version(cluster, values, pos):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    env.set_tool("kubectl")  # the client version follows the kubectl package
     flags_of = lambda path: FLAGS.get(path[0], []) + GLOBAL if path else GLOBAL  # noqa: E731
     path, rest = find_command(argv, TREE, flags_of)
     try:

@@ -54,6 +54,7 @@ def new_state(cluster_configuration, cluster_info_kubeconfig, kube_version,
         "nodes": {},
         "members": [],
         "objects": {},
+        "addons": {},
     }
 
 
@@ -214,6 +215,17 @@ def apply_op(state, op, now=None):
             created = old.get("created", now)
         state["objects"][key] = {"object": op["object"], "created": created}
         result = {"verdict": verdict}
+    elif kind == "upload_config":
+        # kubeadm's upload-config phase (init, upgrade apply): kube-system/kubeadm-config
+        cc = op["clusterConfiguration"]
+        state["clusterConfiguration"] = cc
+        if cc.get("kubernetesVersion"):
+            state["kubernetesVersion"] = cc["kubernetesVersion"]
+        result = {"uploaded": True}
+    elif kind == "set_addons":
+        # what the addon phase deployed: {"coredns": version, "kube-proxy": version}
+        state.setdefault("addons", {}).update(op["addons"])
+        result = {"addons": state["addons"]}
     elif kind == "delete_object":
         if op["key"] not in state["objects"]:
             raise not_found(op.get("resource", "objects"), op.get("name", op["key"]))
