@@ -5,7 +5,8 @@ plane, then each worker, one at a time, each drained before its refresh and unco
 after, never more than one node unschedulable at once, every snap held; a re-run has
 nothing to do. The API is probed from the master while it runs; failed probes are
 reported (one control plane: its own refresh takes the API away for a moment).
-(The kubeadm rolling upgrade is not implemented yet.)
+(The kubeadm rolling upgrade is not implemented yet.) Named to run before test_teardown.py,
+which takes the clusters down: the package's modules run in file-name order.
 """
 
 import json
