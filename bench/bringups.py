@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from cloud import PHASES, REPO, operator
+from cloud import PHASES, REPO, operator, phase_seconds
 
 CLUSTER = "kosbenchb"
 # The e2e clusters' addresses are 10.246-10.249; these stay clear of them.
@@ -41,13 +41,7 @@ def one_run(kos, common, work, env):
     row["up_exit"] = up.returncode
     if up.returncode != 0:
         row["error"] = up.stderr[-1500:]
-    try:
-        steps = json.loads((work / ".kos" / CLUSTER / "steps.json").read_text())["steps"]
-    except (OSError, ValueError, KeyError):
-        steps = {}
-    for phase in ("first boot", "converge"):
-        row[f"{phase}_s"] = round(sum(steps.get(n, {}).get("seconds") or 0
-                                      for n in PHASES[phase]), 1)
+    row.update(phase_seconds(work, CLUSTER, {p: PHASES[p] for p in ("first boot", "converge")}))
     down = subprocess.run([*kos, "down", *common, "--yes"], cwd=work, env=env,
                           capture_output=True, text=True)
     row["down_exit"] = down.returncode

@@ -85,6 +85,17 @@ def operator(prefix):
     return work, env, agent_pid, (work / "id_ed25519.pub").read_text().strip()
 
 
+def phase_seconds(work, cluster, phases):
+    """``{"<phase>_s": seconds}`` summed from kos's step records of ``cluster`` (0 for a
+    phase kos did not reach)."""
+    try:
+        steps = json.loads((work / ".kos" / cluster / "steps.json").read_text())["steps"]
+    except (OSError, ValueError, KeyError):
+        steps = {}
+    return {f"{phase}_s": round(sum(steps.get(n, {}).get("seconds") or 0 for n in names), 1)
+            for phase, names in phases.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh", action="store_true",
@@ -110,11 +121,9 @@ def main():
         if up.returncode != 0:
             result["error"] = up.stderr[-2000:]
         result["memory"] = cloud_memory(CLUSTER)
-        steps = json.loads((work / ".kos" / CLUSTER / "steps.json").read_text())["steps"]
         images = [line for line in up.stderr.splitlines() if " built in " in line]
         result["images_built"] = images
-        for phase, names in PHASES.items():
-            result[f"{phase}_s"] = round(sum(steps.get(n, {}).get("seconds") or 0 for n in names), 1)
+        result.update(phase_seconds(work, CLUSTER, PHASES))
     finally:
         started = time.monotonic()
         down = subprocess.run([*kos, "down", *common, "--yes"], cwd=work, env=env,

@@ -5,4 +5,4 @@
 microk8s-upgrade-drain-microk8s-node_drained:
   microk8s.node_drained:
     - name: {{ upgrade.node }}
-    - timeout: {{ upgrade.get('drain_timeout', 300) }}
+    - timeout: {{ upgrade.drain_timeout }}

@@ -24,6 +24,6 @@ microk8s-upgrade-refresh-snap-installed:
 microk8s-upgrade-refresh-microk8s-running:
   microk8s.running:
     - name: microk8s
-    - timeout: {{ upgrade.get('ready_timeout', 300) }}
+    - timeout: {{ upgrade.ready_timeout }}
     - require:
       - snap: microk8s-upgrade-refresh-snap-installed

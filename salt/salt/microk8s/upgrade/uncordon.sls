@@ -6,7 +6,7 @@ microk8s-upgrade-uncordon-microk8s-node_ready:
   microk8s.node_ready:
     - name: {{ upgrade.node }}
     - track: {{ upgrade.track | string | tojson }}
-    - timeout: {{ upgrade.get('ready_timeout', 300) }}
+    - timeout: {{ upgrade.ready_timeout }}
 
 microk8s-upgrade-uncordon-microk8s-node_uncordoned:
   microk8s.node_uncordoned:
