@@ -15,6 +15,20 @@ import pytest
 _prebuild = {}
 
 
+# `make test` runs the tests in two processes (pytest -n 2 --dist loadgroup). A directory's
+# tests share session fixtures (a salt master and minions, a lab, a cluster), so each
+# directory is one unit of work and its set-ups run once. The end-to-end tests are the
+# longest unit: the short directories ride with them so that they start first (xdist hands
+# out the unit with the most tests first) while the other process works through the rest.
+XDIST_GROUPS = {"e2e": "cloud", "unit": "cloud", "standins": "cloud", "terraform": "cloud"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        top = item.nodeid.split("/")[1] if item.nodeid.startswith("tests/") else "tests"
+        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(top, top)))
+
+
 def pytest_collection_finish(session):
     if os.geteuid() != 0 or hasattr(session.config, "workerinput"):
         return

@@ -16,7 +16,8 @@ def ip(*args, check=True):
 def can_use_netns():
     if os.geteuid() != 0:
         return False
-    probe = "kos-probe-ns"
+    # per process: test processes running side by side (pytest -n) probe at the same time
+    probe = f"kos-probe-{os.getpid()}"
     ok = ip("netns", "add", probe, check=False).returncode == 0
     ip("netns", "del", probe, check=False)
     return ok
