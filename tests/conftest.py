@@ -20,13 +20,28 @@ _prebuild = {}
 # directory is one unit of work and its set-ups run once. The end-to-end tests are the
 # longest unit: the short directories ride with them so that they start first (xdist hands
 # out the unit with the most tests first) while the other process works through the rest.
-XDIST_GROUPS = {"e2e": "cloud", "unit": "cloud", "standins": "cloud", "terraform": "cloud"}
+XDIST_UNITS = {"e2e": "cloud", "unit": "cloud", "standins": "cloud", "terraform": "cloud"}
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        top = item.nodeid.split("/")[1] if item.nodeid.startswith("tests/") else "tests"
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(top, top)))
+def unit_of_work(nodeid):
+    parts = nodeid.split("/")
+    top = parts[1] if parts[0] == "tests" and len(parts) > 2 else "tests"
+    return XDIST_UNITS.get(top, top)
+
+
+# A scheduler rather than xdist_group marks: xdist names a test's group by rewriting its
+# nodeid, which pytest 9 no longer reads back.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DirectoryScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return unit_of_work(nodeid)
+
+    return DirectoryScheduling(config, log)
 
 
 def pytest_collection_finish(session):
