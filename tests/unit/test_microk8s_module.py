@@ -414,10 +414,11 @@ def test_upgrade_facts(facts_salt, tmp_path, run_all):
     facts_salt["snap.held"].return_value = True
     facts_salt["pillar.items"].return_value = {"microk8s": {"channel": "1.32/stable"},
                                                "kos": {"distribution": "microk8s"}}
-    (tmp_path / "upgrade-pending.json").write_text(json.dumps({"channel": "1.32/stable"}))
+    (tmp_path / "upgrade-pending.json").write_text(
+        json.dumps({"channel": "1.32/stable", "cordoned": True}))
     assert microk8s.upgrade_facts() == {
         "tracking": "1.31/stable", "version": "v1.31.9", "revision": "8148", "held": True,
-        "channel": "1.32/stable", "pending": "1.32/stable"}
+        "channel": "1.32/stable", "pending": "1.32/stable", "pending_cordoned": True}
     facts_salt["snap.list"].assert_called_once_with("microk8s")
     facts_salt["snap.held"].assert_called_once_with("microk8s")
     facts_salt["pillar.items"].assert_called_once_with()  # compiled afresh, not __pillar__
@@ -429,7 +430,7 @@ def test_upgrade_facts_of_a_node_with_nothing_to_say(facts_salt, tmp_path):
     """No snap, no microk8s:channel in pillar, no upgrade pending."""
     assert microk8s.upgrade_facts() == {
         "tracking": None, "version": None, "revision": None, "held": False,
-        "channel": None, "pending": None}
+        "channel": None, "pending": None, "pending_cordoned": False}
 
 
 def test_upgrade_facts_ignores_an_unreadable_pending_note(facts_salt, tmp_path):

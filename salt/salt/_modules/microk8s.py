@@ -652,7 +652,8 @@ def upgrade_facts():
     What orch.upgrade must know of this node before it changes anything:
     ``{"tracking": the snap's channel, "version", "revision", "held": refreshes held,
     "channel": microk8s:channel of a freshly compiled pillar (None when unset),
-    "pending": the channel of an upgrade that started here and has not finished}``.
+    "pending": the channel of an upgrade that started here and has not finished,
+    "pending_cordoned": whether the node was cordoned before that upgrade drained it}``.
 
     CLI Example:
 
@@ -671,4 +672,5 @@ def upgrade_facts():
         "held": __salt__["snap.held"]("microk8s"),
         "channel": (pillar.get("microk8s") or {}).get("channel"),
         "pending": (pending or {}).get("channel"),
+        "pending_cordoned": bool((pending or {}).get("cordoned")),
     }

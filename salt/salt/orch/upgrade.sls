@@ -6,7 +6,9 @@
     again, seen Ready on the new version from a control plane, uncordoned. A node that
     fails stops the run; the nodes after it are left as they were. A re-run continues:
     nodes already on the channel are skipped, a node whose upgrade started and did not
-    finish (it notes that) is finished, uncordon included.
+    finish (it notes that) is finished, uncordon included. A node the operator had
+    cordoned before the upgrade is drained and upgraded like the others and stays
+    cordoned.
 
     Before anything changes every node answers (the silent ones are named), and the
     target is checked against what each node runs: one minor version at a time, never
@@ -96,7 +98,15 @@ kos-orch-upgrade-version:
 {%- for node in order if facts[node].tracking != channel or facts[node].pending %}
 {%- do todo.append(node) %}
 {%- endfor %}
-{%- if not todo %}
+{#- Nodes the operator cordoned stay cordoned: as the first control plane sees them now,
+    or, for a node whose upgrade had started (and drained it), as its note says. #}
+{%- set seen = (salt['saltutil.cmd']([first], 'microk8s.nodes', tgt_type='list', timeout=30).get(first) or {}).get('ret') %}
+{%- if todo and seen is not mapping %}
+
+kos-orch-upgrade-nodes:
+  test.fail_without_changes:
+    - name: {{ ("nothing changed: " ~ first ~ " did not list the cluster's nodes (microk8s.nodes): " ~ seen | string) | tojson }}
+{%- elif not todo %}
 
 kos-orch-upgrade-nothing:
   test.succeed_without_changes:
@@ -125,7 +135,10 @@ kos-orch-upgrade-sync-{{ kind }}:
     while this one refreshes. #}
 {%- set observer = ((control_planes | reject('equalto', node) | list) + [first]) | first %}
 {#- The Kubernetes node's name is its host name: the minion id's first label. #}
-{%- set upgrade = {'node': node.split('.')[0] | lower, 'channel': channel, 'track': track, 'drain_timeout': drain_timeout, 'ready_timeout': ready_timeout} %}
+{%- set name = node.split('.')[0] | lower %}
+{%- set cordoned = facts[node].pending_cordoned if facts[node].pending else (seen.get(name) or {}).get('unschedulable', False) %}
+{%- set upgrade = {'node': name, 'channel': channel, 'track': track, 'drain_timeout': drain_timeout, 'ready_timeout': ready_timeout,
+                   'cordoned': cordoned} %}
 {%- for step, tgt in [('drain', observer), ('refresh', node), ('uncordon', observer), ('done', node)] %}
 
 kos-orch-upgrade-{{ node }}-{{ step }}:

@@ -1,5 +1,6 @@
 {#- On the node orch.upgrade upgrades: noted as pending (so a re-run after a failure
-    finishes it, uncordon included), then refreshed to kos_upgrade:channel and running
+    finishes it, uncordon included, and knows whether the operator had cordoned the node
+    before the upgrade drained it), then refreshed to kos_upgrade:channel and running
     again. The hold stays: an explicit refresh passes it. #}
 {%- from "kos/map.jinja" import kos with context %}
 {%- set upgrade = salt['pillar.get']('kos_upgrade', {}) %}
@@ -9,6 +10,7 @@ microk8s-upgrade-refresh-file-serialize-pending:
     - name: {{ kos.state_dir }}/upgrade-pending.json
     - dataset:
         channel: {{ upgrade.channel }}
+        cordoned: {{ upgrade.cordoned | tojson }}
     - serializer: json
     - makedirs: True
     - mode: '0600'
