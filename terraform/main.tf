@@ -18,16 +18,24 @@ locals {
 
   first_cp_on_public = var.first_control_plane_access == "floating_ip"
 
+  # Every node's slot follows from its own name, never from its position among the others:
+  # k8s-cp-<n> has slot n - 1, k8s-worker-<n> slot (worker_address_base - 20) + n - 1. The
+  # slot gives the private address (host 20 + slot) and the zone (round-robin over slots),
+  # so adding a node, retiring one or adding control planes never moves another node.
+  worker_slot_base = var.worker_address_base - 20
+  node_slots = merge(
+    { for n in range(1, var.num_control_plane + 1) : "k8s-cp-${n}" => { role = "control_plane", slot = n - 1 } },
+    { for n in range(1, var.num_kube_nodes - var.num_control_plane + 1) : "k8s-worker-${n}" => { role = "worker", slot = local.worker_slot_base + n - 1 } },
+  )
   kube_nodes = {
-    for i in range(var.num_kube_nodes) :
-    (i < var.num_control_plane ? "k8s-cp-${i + 1}" : "k8s-worker-${i - var.num_control_plane + 1}") => {
-      role              = i < var.num_control_plane ? "control_plane" : "worker"
-      private_ip        = cidrhost(var.private_cidr, 20 + i)
-      availability_zone = length(var.availability_zones) > 0 ? var.availability_zones[i % length(var.availability_zones)] : null
-      public_ip         = i == 0 && local.first_cp_on_public ? cidrhost(var.public_cidr, 11) : null
-      floating_ip       = i == 0 && local.first_cp_on_public
-      admin_network     = i == 0 && !local.first_cp_on_public
-    }
+    for name, node in local.node_slots : name => {
+      role              = node.role
+      private_ip        = cidrhost(var.private_cidr, 20 + node.slot)
+      availability_zone = length(var.availability_zones) > 0 ? var.availability_zones[node.slot % length(var.availability_zones)] : null
+      public_ip         = name == local.first_control_plane && local.first_cp_on_public ? cidrhost(var.public_cidr, 11) : null
+      floating_ip       = name == local.first_control_plane && local.first_cp_on_public
+      admin_network     = name == local.first_control_plane && !local.first_cp_on_public
+    } if !contains(var.retired_nodes, name)
   }
   first_control_plane = "k8s-cp-1"
 

@@ -206,14 +206,54 @@ variable "num_kube_nodes" {
 
   # Fixed addresses start at host 20 of the private network; the upper half is DHCP's pool.
   validation {
-    condition     = try(20 + var.num_kube_nodes < pow(2, 32 - tonumber(split("/", var.private_cidr)[1])) / 2, true)
-    error_message = "private_cidr is too small for num_kube_nodes: node addresses start at host 20 and must stay below the DHCP pool in the upper half of the network."
+    condition     = try(var.worker_address_base + var.num_kube_nodes - var.num_control_plane <= pow(2, 32 - tonumber(split("/", var.private_cidr)[1])) / 2, true)
+    error_message = "private_cidr is too small for num_kube_nodes: the last worker's address (host worker_address_base + its number - 1) must stay below the DHCP pool in the upper half of the network; use a larger private_cidr or fewer nodes."
+  }
+}
+
+variable "worker_address_base" {
+  type        = number
+  description = "Host number of k8s-worker-1's private address; k8s-worker-<n> gets host worker_address_base + n - 1 and control planes count up from host 20, so one count never moves the other's nodes. A cluster made before this variable existed had its workers right after its control planes: set 20 + num_control_plane there to keep their addresses."
+  default     = 30
+
+  validation {
+    condition     = var.worker_address_base >= 20 + var.num_control_plane && floor(var.worker_address_base) == var.worker_address_base
+    error_message = "worker_address_base must be a whole number of at least 20 + num_control_plane: the control planes hold hosts 20 up to 20 + num_control_plane - 1."
+  }
+}
+
+variable "retired_nodes" {
+  type        = set(string)
+  description = "Kubernetes nodes taken out for good, by name (k8s-worker-2): kos up takes them out of the cluster, then Terraform destroys exactly their servers; every other node keeps its name, address and zone. A retired name is not handed out again: raise num_kube_nodes to add a node."
+  default     = []
+
+  validation {
+    condition = alltrue([
+      # try: Terraform evaluates both sides of &&, and tonumber fails on a malformed name
+      for name in var.retired_nodes : try(
+        startswith(name, "k8s-cp-")
+        ? tonumber(regex("^k8s-cp-([1-9][0-9]*)$", name)[0]) <= var.num_control_plane
+        : tonumber(regex("^k8s-worker-([1-9][0-9]*)$", name)[0]) <= var.num_kube_nodes - var.num_control_plane,
+        false
+      )
+    ])
+    error_message = "retired_nodes must name nodes the cluster has: k8s-cp-<n> up to num_control_plane, k8s-worker-<n> up to num_kube_nodes - num_control_plane."
+  }
+
+  validation {
+    condition     = !contains(var.retired_nodes, "k8s-cp-1")
+    error_message = "retired_nodes cannot hold k8s-cp-1: the first control plane initialised the cluster and hands out its join credentials."
+  }
+
+  validation {
+    condition     = (var.num_control_plane - length([for name in var.retired_nodes : name if startswith(name, "k8s-cp-")])) % 2 == 1
+    error_message = "retired_nodes must leave an odd number of control planes (1, 3, 5, ...) so etcd/dqlite keep a quorum: retire control planes two at a time."
   }
 }
 
 variable "availability_zones" {
   type        = list(string)
-  description = "Compute availability zones the Kubernetes nodes are spread across, round-robin in node order; empty lets Nova choose."
+  description = "Compute availability zones the Kubernetes nodes are spread across, round-robin over the nodes' address slots (control planes from the first zone, workers from slot worker_address_base - 20); empty lets Nova choose."
   default     = []
 
   validation {

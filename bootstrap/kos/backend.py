@@ -19,8 +19,11 @@ class Backend(ABC):
         """Findings (cloud.Finding) about whether these inputs can be built."""
 
     @abstractmethod
-    def create(self, inputs, steps):
-        """Build the infrastructure as recorded steps; return the outputs."""
+    def create(self, inputs, steps, leaving=None):
+        """Build the infrastructure as recorded steps; return the outputs. ``leaving`` is
+        called with the minion ids of the nodes whose servers the change destroys, before
+        it does (they leave the cluster first); the create step's detail lists them as
+        ``retired``."""
 
     @abstractmethod
     def outputs(self):

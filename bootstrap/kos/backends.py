@@ -7,7 +7,7 @@ kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenSta
 ``local`` rebuilds the same plan on this machine (``kos.local``).
 """
 
-from . import ccm, cloud, trust, ui
+from . import ccm, cloud, plan, trust, ui
 from .backend import Backend
 from .errors import InputError, PreflightError
 from .local import LocalBackend
@@ -65,7 +65,7 @@ class OpenStackBackend(Backend):
     def _fp(self, inputs):
         return fingerprint(inputs.fingerprint, self.terraform.config_fingerprint())
 
-    def create(self, inputs, steps):
+    def create(self, inputs, steps, leaving=None):
         self.state.ensure()
         fp = self._fp(inputs)
         steps.run(
@@ -75,10 +75,11 @@ class OpenStackBackend(Backend):
             self.terraform.init,
             always=not self.terraform.initialized,
         )
-        replace = [instance_address(inputs, h) for h in self.settings.replace]
+        replace = [instance_address(self.outputs(), h) for h in self.settings.replace]
         title = "terraform apply" + "".join(f" -replace={a}" for a in replace)
         # A replacement is an action, not a state: it runs whenever it is asked for.
-        steps.run("terraform-apply", fp, title, lambda: self.terraform.apply(replace),
+        steps.run("terraform-apply", fp, title,
+                  lambda: self.terraform.apply(replace) if replace else self._apply(leaving),
                   always=bool(replace))
         steps.run(
             "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
@@ -88,6 +89,24 @@ class OpenStackBackend(Backend):
             always=bool(replace),
         )
         return self.outputs()
+
+    def _apply(self, leaving):
+        """Plan, let the nodes whose servers the plan destroys leave the cluster, then apply
+        exactly that plan. A cluster without servers yet is applied as it comes."""
+        current = (self.outputs() or {}).get("minions")
+        if not current:
+            return self.terraform.apply()
+        plan_file = self.state.path / "terraform" / "up.tfplan"
+        self.terraform.plan(out=plan_file)
+        doc = self.terraform.show_plan(plan_file)
+        refuse_moving_nodes(doc)
+        ids = {info.get("hostname"): mid for mid, info in current.items()}
+        gone = sorted(ids[host] for host in plan.destroyed_nodes(doc) if host in ids)
+        if gone and leaving is not None:
+            leaving(gone)
+        summary = self.terraform.apply_plan(plan_file)
+        plan_file.unlink(missing_ok=True)
+        return {**summary, "retired": gone}
 
     def read_consoles(self):
         """What every server's console printed about its keys (``kos.trust`` records)."""
@@ -144,20 +163,58 @@ class OpenStackBackend(Backend):
 BACKENDS = {"openstack": OpenStackBackend, "local": LocalBackend}
 
 
-def instance_address(inputs, hostname):
-    """The Terraform address of a host's server (for ``-replace``)."""
-    cps, n = inputs["num_control_plane"], inputs["num_kube_nodes"]
-    nodes = [f"k8s-cp-{i + 1}" for i in range(cps)] + [f"k8s-worker-{i + 1}" for i in range(n - cps)]
-    if hostname == "bastion":
-        return "module.bastion.openstack_compute_instance_v2.this"
-    if hostname == "salt":
-        return "module.salt_master.openstack_compute_instance_v2.this"
+# The servers' resource addresses in terraform/ (tests/unit checks them against the modules).
+SERVER_ADDRESSES = {
+    "bastion": "module.bastion.openstack_compute_instance_v2.this",
+    "salt": "module.salt_master.openstack_compute_instance_v2.this",
+}
+NODE_SERVER = "module.nodes.openstack_compute_instance_v2.node"
+
+
+def instance_address(outputs, hostname):
+    """The Terraform address of a host's server (for ``-replace``); the nodes are the ones
+    Terraform's outputs name (a retired node has no server to replace)."""
+    nodes = sorted(m["hostname"] for m in ((outputs or {}).get("minions") or {}).values()
+                   if m.get("role") in ("control_plane", "worker"))
+    if hostname in SERVER_ADDRESSES:
+        return SERVER_ADDRESSES[hostname]
     if hostname in nodes:
-        return f'module.nodes.openstack_compute_instance_v2.this["{hostname}"]'
+        return f'{NODE_SERVER}["{hostname}"]'
+    if not nodes:
+        raise InputError(f"--replace {hostname}: the cluster has no servers yet",
+                         fix="run kos up without --replace to create it")
     raise InputError(
         f"--replace {hostname}: the cluster has no such server",
         fix=f"name one of: bastion, salt, {', '.join(nodes)}",
     )
+
+
+def refuse_moving_nodes(doc):
+    """A plan that gives a node's private port another address would move a running node
+    (its join, its certificates and every /etc/hosts name the old one): refuse it. The
+    one way this happens is a cluster made before worker_address_base."""
+    moved = []
+    for change in doc.get("resource_changes") or []:
+        if (change.get("type") != "openstack_networking_port_v2"
+                or change.get("module_address") != "module.nodes"
+                or change.get("name") != "private"):
+            continue
+        actions = (change.get("change") or {}).get("actions") or []
+        before = (change.get("change") or {}).get("before") or {}
+        after = (change.get("change") or {}).get("after") or {}
+        if set(actions) in ({"create"}, {"delete"}):
+            continue  # a node that comes or goes, not one that moves
+        old = [ip.get("ip_address") for ip in before.get("fixed_ip") or []]
+        new = [ip.get("ip_address") for ip in after.get("fixed_ip") or []]
+        if old != new:
+            moved.append(f"{change.get('index')} from {', '.join(map(str, old))} "
+                         f"to {', '.join(map(str, new))}")
+    if moved:
+        raise InputError(
+            "the change would move running nodes to other addresses: " + "; ".join(moved),
+            fix="a cluster made before worker_address_base keeps its workers right after its "
+            "control planes: set worker_address_base = 20 + num_control_plane in its variables",
+        )
 
 
 def missing_outputs(outputs):

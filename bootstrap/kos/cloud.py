@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from . import trust, ui
+from .inputs import node_count
 from .errors import CleanupError, ConvergeError, PreflightError
 
 CSI_CLUSTER_KEY = "cinder.csi.openstack.org/cluster"
@@ -92,11 +93,11 @@ def _names(items, limit=12):
 def plan_needs(values, flavors):
     """
     What ``terraform apply`` of these inputs creates, per quota: bastion, salt master and
-    ``num_kube_nodes`` servers; the master's state volume; ports for every server NIC, the
+    a server per Kubernetes node; the master's state volume; ports for every server NIC, the
     router's interface on the public subnet and one DHCP port per subnet (DHCP ports
     belong to the project and count against its port quota).
     """
-    n = values["num_kube_nodes"]
+    n = node_count(values)
     fip_access = values.get("first_control_plane_access") == "floating_ip"
     admin_access = values.get("first_control_plane_access") == "admin_network"
     node = flavors[values["kube_node_flavor"]]

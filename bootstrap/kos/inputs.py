@@ -44,6 +44,12 @@ ENV_UNIQUE = {
 }
 
 
+def node_count(values):
+    """Kubernetes servers of a set of Terraform variables: every name num_kube_nodes hands out
+    but the retired ones (terraform/variables.tf checks that each retired name is one of them)."""
+    return values["num_kube_nodes"] - len(values.get("retired_nodes") or ())
+
+
 @dataclass
 class Inputs:
     values: dict
@@ -59,6 +65,11 @@ class Inputs:
     @property
     def cluster_name(self):
         return self.values["cluster_name"]
+
+    @property
+    def node_count(self):
+        """How many Kubernetes servers these inputs ask for (retired names hold none)."""
+        return node_count(self.values)
 
     @property
     def fingerprint(self):

@@ -334,6 +334,7 @@ def _master_config_path(syspaths):
 
 class Channel:
     def __init__(self, out):
+        import salt.cache
         import salt.client
         import salt.config
         import salt.exceptions
@@ -525,6 +526,26 @@ class Channel:
             name: sorted(ret.get(name) or [])
             for name in ("minions", "minions_pre", "minions_rejected", "minions_denied")
         }
+
+    def op_delete_keys(self, rid, req):
+        """
+        Forget these minions (nodes whose servers Terraform destroyed): their keys in every
+        state, and what the master keeps of them (mine, grains, pillar). Minions that have
+        no key are reported, not an error: a re-run after a partial delete finishes it.
+        """
+        wanted = _minion_ids(req.get("minions"))
+        present = set().union(*self.key_lists().values())
+        todo = sorted(set(wanted) & present)
+        if todo:
+            self.wheel.cmd("key.delete", kwarg={"match": todo}, print_event=False)
+        cache = self.salt.cache.factory(self.opts)
+        for mid in wanted:
+            # key.delete flushes the grains and pillar banks only; the mine is kept per id
+            cache.flush("mine", mid)
+        left = sorted(set().union(*self.key_lists().values()) & set(todo))
+        if left:
+            raise Failure("keys", f"the keys of {', '.join(left)} are still there after key.delete")
+        return {"deleted": todo, "had_no_key": sorted(set(wanted) - present)}
 
     def op_wait_keys(self, rid, req):
         """Until every listed minion has presented a key (in any state), or the timeout."""

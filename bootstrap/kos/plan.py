@@ -3,7 +3,8 @@
 plan with ``terraform show -json``), and which nodes Salt will converge after it, and why:
 
 * a new node, or a server Terraform rebuilds: its highstate;
-* a node Terraform removes: it leaves the deployment;
+* a node Terraform removes (``retired_nodes``): it leaves the cluster first, then the
+  deployment;
 * a changed Terraform layer (``salt_pillar``): judged per node with the rule the nodes
   themselves apply (``salt/salt/_utils/kos_inputs.py``): a section a node's highstate reads
   changed (highstate), or only the deployment's members (its /etc/hosts learns them);
@@ -71,6 +72,18 @@ def output_change(doc, name):
     return change.get("before"), change.get("after"), known
 
 
+def destroyed_nodes(doc):
+    """Host names of the Kubernetes nodes whose servers the plan destroys for good (not
+    replaced): the nodes that must leave the cluster before it is applied."""
+    return sorted(
+        change["index"] for change in doc.get("resource_changes") or []
+        if change.get("type") == "openstack_compute_instance_v2"
+        and change.get("module_address") == "module.nodes"
+        and (change.get("change") or {}).get("actions") == ["delete"]
+        and isinstance(change.get("index"), str)
+    )
+
+
 def rebuilt_hosts(doc):
     """Host names of the servers the plan replaces."""
     hosts = []
@@ -132,7 +145,9 @@ def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
             entry["reasons"].append(reason)
 
     for minion in sorted(set(before) - set(after)):
-        plan[minion] = {"converge": "leaves", "reasons": ["Terraform removes its server"]}
+        plan[minion] = {"converge": "leaves", "reasons": [
+            "Terraform removes its server; kos up takes it out of the cluster first (orch.remove) "
+            "and forgets its key after"]}
     for minion in sorted(set(after) - set(before)):
         needs(minion, "new node")
     by_host = {info.get("hostname"): m for m, info in after.items()}

@@ -336,6 +336,11 @@ class SaltMaster:
     def keys(self):
         return self.request("keys", what="listing the keys")
 
+    def delete_keys(self, minions):
+        """Forget minions whose servers are gone: keys in every state, mine and cached data."""
+        return self.request("delete_keys", what="deleting the keys of retired nodes",
+                            minions=sorted(minions))
+
     def wait_and_accept(
         self, expected, timeout=900, only=None, consoles=None, trust_unverified=False
     ):

@@ -440,6 +440,44 @@ def upgrade(dep, version=None):
     }
 
 
+def remove_nodes(dep, minions):
+    """orch.remove: the nodes Terraform is about to destroy leave the cluster first (drained,
+    left, forgotten by the first control plane), one at a time, workers first. A node that
+    does not answer cannot leave by itself; its server goes next anyway, so the cluster
+    forgets it without (orch.remove's force, which refuses a kubeadm control plane)."""
+    names = ", ".join(m.split(".")[0] for m in minions)
+
+    def run():
+        with dep.master() as master:
+            # this checkout's formula: orch.remove and the states it runs
+            push_trees(master, dep.settings)
+            answering, silent = master.answering(minions, timeout=30)
+            done = {}
+            for ids, force in ((answering, False), (silent, True)):
+                if not ids:
+                    continue
+                if force:
+                    ui.warn(f"{', '.join(ids)} do not answer: forgotten by the cluster "
+                            "without leaving it themselves (their servers go next)")
+                pillar = {"remove": sorted(ids), **({"force": True} if force else {})}
+                summary = master.orchestrate("orch.remove", pillar, rerun="kos up")
+                done[("forced" if force else "left")] = orchestrated(summary)
+            return done
+
+    return dep.steps.run(
+        "remove-nodes", fingerprint(sorted(minions)),
+        f"take {names} out of the cluster before their servers go "
+        f"(salt-run state.orchestrate orch.remove pillar='{json.dumps({'remove': sorted(minions)})}')",
+        run,
+    )
+
+
+def retired_minions(dep):
+    """The minion ids whose servers the last apply destroyed (its step's record)."""
+    detail = dep.steps.get(dep.backend.create_step).get("detail") or {}
+    return sorted(detail.get("retired") or [])
+
+
 def configure_master(master, pillar, targets):
     """
     Apply the salt_master formula to the master before the orchestration: a changed
@@ -548,6 +586,13 @@ def converge(dep, always=True, exclude=(), limit=()):
                 "unexpected_pending": result["unexpected_pending"],
             }
 
+        retired = retired_minions(dep)
+        if retired:
+            steps.run(
+                "salt-keys-retired", fingerprint(retired),
+                f"forget the retired nodes {', '.join(retired)} (their keys and mine data)",
+                lambda: master.delete_keys(retired),
+            )
         accepted = steps.run(
             "salt-keys", fp, f"accept the keys of {len(targets)} minions", keys, always=always
         )
@@ -645,7 +690,7 @@ def up(dep, confirm):
     created = dep.backend.create_step
     if steps.status(created) != "done":
         confirm(
-            f"create cluster {dep.cluster} with {dep.inputs['num_kube_nodes']} Kubernetes nodes"
+            f"create cluster {dep.cluster} with {dep.inputs.node_count} Kubernetes nodes"
             + (" on the local cloud" if dep.backend.name == "local" else "")
         )
     # Once apply has begun, the project's usage includes this cluster: quotas are moot.
@@ -657,7 +702,8 @@ def up(dep, confirm):
         lambda: preflight(dep, check_quota=not apply_started),
         quiet_failure=True,
     )
-    dep.use_outputs(dep.backend.create(dep.inputs, steps))
+    dep.use_outputs(dep.backend.create(dep.inputs, steps,
+                                       leaving=lambda minions: remove_nodes(dep, minions)))
     forget_host_keys(dep, dep.settings.replace)
     # A rebuilt server needs everything converge does again (keys, trees, states).
     outputs = converge(dep, always=bool(dep.settings.replace))

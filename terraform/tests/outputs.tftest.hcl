@@ -47,7 +47,7 @@ run "bootstrapper_outputs" {
       "salt.example.internal"         = { hostname = "salt", role = "salt_master", private_ip = "10.20.0.10" }
       "bastion.example.internal"      = { hostname = "bastion", role = "bastion", private_ip = "10.20.0.1" }
       "k8s-cp-1.example.internal"     = { hostname = "k8s-cp-1", role = "control_plane", private_ip = "10.20.0.20" }
-      "k8s-worker-1.example.internal" = { hostname = "k8s-worker-1", role = "worker", private_ip = "10.20.0.21" }
+      "k8s-worker-1.example.internal" = { hostname = "k8s-worker-1", role = "worker", private_ip = "10.20.0.30" }
     }
     error_message = "minions must map every minion id to hostname, role and private_ip"
   }
@@ -55,7 +55,7 @@ run "bootstrapper_outputs" {
   assert {
     condition = output.kubernetes_nodes == {
       "k8s-cp-1.example.internal"     = { role = "control_plane", private_ip = "10.20.0.20", floating_ip = "203.0.113.11", availability_zone = "az-a" }
-      "k8s-worker-1.example.internal" = { role = "worker", private_ip = "10.20.0.21", floating_ip = null, availability_zone = "az-a" }
+      "k8s-worker-1.example.internal" = { role = "worker", private_ip = "10.20.0.30", floating_ip = null, availability_zone = "az-a" }
     }
     error_message = "kubernetes_nodes must map every node id to role, private_ip, floating_ip and availability_zone"
   }
@@ -77,7 +77,7 @@ run "bootstrapper_outputs" {
         bastion     = { id = "bastion.example.internal", ip = "10.20.0.1", public_ip = "10.0.0.10", floating_ip = "203.0.113.10" }
         nodes = {
           "k8s-cp-1.example.internal"     = { role = "control_plane", ip = "10.20.0.20", availability_zone = "az-a", floating_ip = "203.0.113.11" }
-          "k8s-worker-1.example.internal" = { role = "worker", ip = "10.20.0.21", availability_zone = "az-a", floating_ip = null }
+          "k8s-worker-1.example.internal" = { role = "worker", ip = "10.20.0.30", availability_zone = "az-a", floating_ip = null }
         }
         first_control_plane = "k8s-cp-1.example.internal"
         api                 = { floating_ip = "203.0.113.11", admin_ip = null }

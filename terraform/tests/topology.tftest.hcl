@@ -150,15 +150,67 @@ run "availability_zones_round_robin" {
       "k8s-cp-1.kos.internal"     = "az-a"
       "k8s-cp-2.kos.internal"     = "az-b"
       "k8s-cp-3.kos.internal"     = "az-a"
-      "k8s-worker-1.kos.internal" = "az-b"
-      "k8s-worker-2.kos.internal" = "az-a"
+      "k8s-worker-1.kos.internal" = "az-a"
+      "k8s-worker-2.kos.internal" = "az-b"
     }
-    error_message = "nodes must be spread over availability_zones round-robin"
+    error_message = "nodes must be spread over availability_zones round-robin over their slots (workers from slot worker_address_base - 20 = 10)"
   }
 
   assert {
     condition     = { for name, server in module.nodes.instances : name => server.availability_zone } == { for name, node in module.nodes.nodes : name => node.availability_zone }
     error_message = "servers must be created in the availability zone planned for them"
+  }
+}
+
+# A node's address and zone follow from its own name: more control planes, a retired node
+# or more workers move no other node.
+run "names_keep_their_addresses_and_zones" {
+  command = apply
+
+  variables {
+    num_control_plane = 5
+    num_kube_nodes    = 8
+    retired_nodes     = ["k8s-worker-1", "k8s-cp-4", "k8s-cp-5"]
+  }
+
+  assert {
+    condition = {
+      for id, node in output.kubernetes_nodes : id => [node.private_ip, node.availability_zone]
+      } == {
+      "k8s-cp-1.kos.internal"     = ["10.20.0.20", "az-a"]
+      "k8s-cp-2.kos.internal"     = ["10.20.0.21", "az-b"]
+      "k8s-cp-3.kos.internal"     = ["10.20.0.22", "az-a"]
+      "k8s-worker-2.kos.internal" = ["10.20.0.31", "az-b"]
+      "k8s-worker-3.kos.internal" = ["10.20.0.32", "az-a"]
+    }
+    error_message = "retired nodes must be gone and every other node keep the address and zone of its name"
+  }
+
+  assert {
+    condition     = toset(keys(module.nodes.instances)) == toset(["k8s-cp-1", "k8s-cp-2", "k8s-cp-3", "k8s-worker-2", "k8s-worker-3"])
+    error_message = "Terraform must keep a server for every node that is not retired, and none for the retired ones"
+  }
+}
+
+# Clusters made before worker_address_base keep their workers right after the control planes.
+run "legacy_worker_addresses" {
+  command = plan
+
+  variables {
+    worker_address_base = 23
+  }
+
+  assert {
+    condition = {
+      for id, node in output.kubernetes_nodes : id => [node.private_ip, node.availability_zone]
+      } == {
+      "k8s-cp-1.kos.internal"     = ["10.20.0.20", "az-a"]
+      "k8s-cp-2.kos.internal"     = ["10.20.0.21", "az-b"]
+      "k8s-cp-3.kos.internal"     = ["10.20.0.22", "az-a"]
+      "k8s-worker-1.kos.internal" = ["10.20.0.23", "az-b"]
+      "k8s-worker-2.kos.internal" = ["10.20.0.24", "az-a"]
+    }
+    error_message = "worker_address_base = 20 + num_control_plane must give the layout of clusters made before it"
   }
 }
 

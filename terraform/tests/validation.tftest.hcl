@@ -65,6 +65,51 @@ run "fewer_nodes_than_control_planes" {
   expect_failures = [var.num_kube_nodes]
 }
 
+run "retired_node_the_cluster_does_not_have" {
+  command = plan
+  variables {
+    num_kube_nodes = 3
+    retired_nodes  = ["k8s-worker-3"]
+  }
+  expect_failures = [var.retired_nodes]
+}
+
+run "retired_node_misspelt" {
+  command = plan
+  variables {
+    retired_nodes = ["worker-1"]
+  }
+  expect_failures = [var.retired_nodes]
+}
+
+run "retired_first_control_plane" {
+  command = plan
+  variables {
+    retired_nodes = ["k8s-cp-1"]
+  }
+  expect_failures = [var.retired_nodes]
+}
+
+run "retired_control_planes_leave_an_even_count" {
+  command = plan
+  variables {
+    num_control_plane = 3
+    num_kube_nodes    = 4
+    retired_nodes     = ["k8s-cp-3"]
+  }
+  expect_failures = [var.retired_nodes]
+}
+
+run "workers_overlap_control_planes" {
+  command = plan
+  variables {
+    num_control_plane   = 3
+    num_kube_nodes      = 4
+    worker_address_base = 22
+  }
+  expect_failures = [var.worker_address_base]
+}
+
 run "zero_nodes" {
   command = plan
   variables {

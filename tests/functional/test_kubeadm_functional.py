@@ -371,19 +371,16 @@ def test_every_sls_renders(loaders, sls):
     assert low_ids(loaders, sls, pillar={"kubeadm_node": "k8s-worker-1"})
 
 
-def test_remove_orchestration_goes_one_node_at_a_time(loaders):
+def test_remove_orchestration_keeps_the_first_control_plane_and_changes_nothing(loaders):
+    """orch.remove refuses before it asks any minion (one node at a time, workers first, is
+    tests/integration_kubeadm's)."""
     data = loaders.modules.state.show_sls(
-        "kubeadm.orch.remove", pillar={"kubeadm_remove": ["k8s-worker-1.kos-fn.test", MINION_ID]})
-    data = {k: v for k, v in sorted(data.items(), key=lambda kv: kv[1]["salt"][-1]["order"]
-                                    if "salt" in kv[1] else 10**9)}
-    assert list(data) == ["kubeadm-orch-remove-drain-k8s-worker-1",
-                          "kubeadm-orch-remove-reset-k8s-worker-1",
-                          "kubeadm-orch-remove-delete-k8s-worker-1",
-                          "kubeadm-orch-remove-refused-k8s-cp-1"], list(data)
-    reset = dict(kv for item in data["kubeadm-orch-remove-reset-k8s-worker-1"]["salt"]
-                 if isinstance(item, dict) for kv in item.items())
-    assert reset["tgt"] == "k8s-worker-1.kos-fn.test" and reset["sls"] == "kubeadm.reset"
-    assert reset["require"] == [{"salt": "kubeadm-orch-remove-drain-k8s-worker-1"}]
+        "orch.remove", pillar={"remove": ["k8s-worker-1.kos-fn.test", MINION_ID]})
+    assert list(data) == ["kos-orch-remove-options"], list(data)
+    step = dict(kv for item in data["kos-orch-remove-options"]["test"]
+                if isinstance(item, dict) for kv in item.items())
+    assert step["name"] == (f"nothing changed: {MINION_ID} is the first control plane: it holds "
+                            "the cluster's join credentials and stays")
 
 
 def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):

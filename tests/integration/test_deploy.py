@@ -535,18 +535,24 @@ def test_upgrade_moves_one_node_at_a_time_control_plane_first(deployed, salt_run
                                                                deployment):
     nodes = [n for n in deployment.names if n.startswith("k8s-")]
     assert set(snap_tracks(salt_cli, deployment).values()) == {("1.31/stable", True)}
+    # the operator cordoned k8s-worker-2 before: it is upgraded and stays cordoned
+    cp = deployment.fqdn("k8s-cp-1")
+    assert salt_cli.run("microk8s.cordon", "k8s-worker-2", minion_tgt=cp).returncode == 0
     ret, steps = orchestrate(salt_run, {"version": "1.32"}, sls="orch.upgrade")
     assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
     workers = sorted(n for n in nodes if n.startswith("k8s-worker-"))
     assert upgrade_steps(steps) == [(n, s) for n in ["k8s-cp-1", *workers]
                                     for s in ("drain", "refresh", "uncordon", "done")]
-    # each node was drained while it refreshed
-    for node in ["k8s-cp-1", *workers]:
+    # each node was drained while it refreshed (k8s-worker-2 was cordoned already)
+    for node in ["k8s-cp-1", *[w for w in workers if w != "k8s-worker-2"]]:
         drained = by_id(steps)[f"kos-orch-upgrade-{deployment.fqdn(node)}-drain"]
         assert "schedulable" in json.dumps(drained["changes"]), drained
     seen = kube_nodes(salt_cli, deployment)
     assert {n: (v["version"], v["ready"], v["unschedulable"]) for n, v in seen.items()} == {
-        n: ("v1.32.9", True, False) for n in nodes}
+        n: ("v1.32.9", True, n == "k8s-worker-2") for n in nodes}
+    kept = by_id(steps)[f"kos-orch-upgrade-{deployment.fqdn('k8s-worker-2')}-uncordon"]
+    assert kept["result"] is True and changed_states(kept) == [], kept
+    assert salt_cli.run("microk8s.uncordon", "k8s-worker-2", minion_tgt=cp).returncode == 0
     assert set(snap_tracks(salt_cli, deployment).values()) == {("1.32/stable", True)}
     ret, steps = orchestrate(salt_run, {"version": "1.32/stable"}, sls="orch.upgrade")
     assert ret.returncode == 0 and list(by_id(steps)) == ["kos-orch-upgrade-nothing"], steps
@@ -568,3 +574,96 @@ def test_a_rerun_finishes_a_node_whose_upgrade_did_not(deployed, salt_run, salt_
     assert by_id(steps)[f"kos-orch-upgrade-{worker}-uncordon"]["changes"], steps
     assert not kube_nodes(salt_cli, deployment)["k8s-worker-1"]["unschedulable"]
     assert not pending.exists()
+
+
+# -- orch.remove (issue 16, item 2): last, it takes workers out for good -------------------
+
+
+def changed_states(step):
+    """The state ids that changed something in one salt.state step of an orchestration."""
+    return [sid for states in ((step.get("changes") or {}).get("ret") or {}).values()
+            if isinstance(states, dict)
+            for sid, state in states.items() if isinstance(state, dict) and state.get("changes")]
+
+
+def remove_steps(steps):
+    """[(hostname, step)] of the per-node steps, in the order they ran."""
+    found = []
+    for sid in order(steps):
+        for step in ("drain", "leave", "forget"):
+            prefix, suffix = "kos-orch-remove-", f"-{step}"
+            if sid.startswith(prefix) and sid.endswith(suffix):
+                found.append((sid[len(prefix):-len(suffix)].split(".")[0], step))
+    return found
+
+
+@pytest.mark.parametrize("pillar, words", [
+    (lambda fqdn: {"remove": [fqdn("k8s-cp-1")]}, "is the first control plane"),
+    (lambda fqdn: {"remove": ["k8s-worker-9.nowhere"]},
+     '"k8s-worker-9.nowhere" is not a Kubernetes node of this cluster'),
+    (lambda fqdn: {"remove": fqdn("k8s-worker-1")}, "pillar key 'remove' must list the minion ids"),
+    (lambda fqdn: {"remove": [fqdn("k8s-worker-1")], "drain_timeout": 0},
+     "pillar key 'drain_timeout' must be a number of seconds"),
+], ids=["first-control-plane", "unknown", "not-a-list", "drain-timeout"])
+def test_remove_refuses_bad_options_before_anything_changes(
+        deployed, salt_run, deployment, host_roots, pillar, words):
+    before = tree_snapshot(host_roots)
+    ret, steps = orchestrate(salt_run, pillar(deployment.fqdn), sls="orch.remove")
+    assert ret.returncode != 0
+    step = by_id(steps)["kos-orch-remove-options"]
+    assert len(steps) == 1 and step["result"] is False, steps
+    assert step["name"].startswith("nothing changed: ") and words in step["name"], step["name"]
+    assert tree_snapshot(host_roots) == before
+
+
+def test_remove_stops_before_anything_changes_when_the_node_is_silent(
+        deployed, salt_run, minions, deployment, host_roots):
+    worker = deployment.fqdn("k8s-worker-2")
+    minions["k8s-worker-2"].terminate()
+    try:
+        before = tree_snapshot(host_roots)
+        ret, steps = orchestrate(salt_run, {"remove": [worker]}, sls="orch.remove")
+        assert ret.returncode != 0
+        step = by_id(steps)["kos-orch-remove-silent"]
+        assert len(steps) == 1 and step["result"] is False, steps
+        assert f"nothing changed: {worker} did not answer" in step["name"]
+        assert "force: true" in step["name"]
+        assert tree_snapshot(host_roots) == before
+    finally:
+        minions["k8s-worker-2"].start(start_timeout=180)
+
+
+def test_remove_takes_a_worker_out_for_good_and_a_rerun_changes_nothing(
+        deployed, salt_run, salt_cli, deployment):
+    worker = deployment.fqdn("k8s-worker-2")
+    assert "k8s-worker-2" in kube_nodes(salt_cli, deployment)
+    ret, steps = orchestrate(salt_run, {"remove": [worker]}, sls="orch.remove")
+    assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+    assert remove_steps(steps) == [("k8s-worker-2", s) for s in ("drain", "leave", "forget")]
+    for step in ("drain", "leave", "forget"):
+        assert changed_states(by_id(steps)[f"kos-orch-remove-{worker}-{step}"]), (step, steps)
+    assert "k8s-worker-2" not in kube_nodes(salt_cli, deployment)
+    assert salt_cli.run("microk8s.is_clustered", minion_tgt=worker).data is False
+    # the others are untouched
+    assert {n for n, v in kube_nodes(salt_cli, deployment).items() if v["ready"]} >= {
+        "k8s-cp-1", "k8s-worker-1"}
+    ret, steps = orchestrate(salt_run, {"remove": [worker]}, sls="orch.remove")
+    assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+    assert remove_steps(steps) == [("k8s-worker-2", s) for s in ("drain", "leave", "forget")]
+    for step in ("drain", "leave", "forget"):
+        assert changed_states(by_id(steps)[f"kos-orch-remove-{worker}-{step}"]) == [], steps
+
+
+def test_remove_with_force_forgets_a_node_that_does_not_answer(
+        deployed, salt_run, salt_cli, minions, deployment):
+    """Its server is gone (here: its minion stopped, the stand-in node still registered): the
+    cluster forgets it without the node's own step (microk8s remove-node --force)."""
+    worker = deployment.fqdn("k8s-worker-1")
+    minions["k8s-worker-1"].terminate()
+    try:
+        ret, steps = orchestrate(salt_run, {"remove": [worker], "force": True}, sls="orch.remove")
+        assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+        assert remove_steps(steps) == [("k8s-worker-1", "drain"), ("k8s-worker-1", "forget")]
+        assert "k8s-worker-1" not in kube_nodes(salt_cli, deployment)
+    finally:
+        minions["k8s-worker-1"].start(start_timeout=180)

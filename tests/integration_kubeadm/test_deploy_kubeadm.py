@@ -228,15 +228,18 @@ def test_an_empty_pillar_cache_still_converges_kubeadm(deployed, salt_run, deplo
 @pytest.fixture(scope="module")
 def removed(deployed, salt_run, salt_cli, deployment):
     targets = [deployment.fqdn("k8s-cp-2"), deployment.fqdn("k8s-worker-2")]
-    ret, steps = orchestrate(salt_run, "kubeadm.orch.remove", {"kubeadm_remove": targets})
+    ret, steps = orchestrate(salt_run, "orch.remove", {"remove": targets})
     assert ret.returncode == 0, json.dumps(steps, default=str)[:6000]
     return steps
 
 
-def test_remove_drains_resets_and_deletes(removed, salt_cli, deployment, host_roots):
-    order = [s["__id__"] for s in sorted(removed.values(), key=lambda s: s["__run_num__"])]
-    assert order == [f"kubeadm-orch-remove-{step}-{node}" for node in ("k8s-cp-2", "k8s-worker-2")
-                     for step in ("drain", "reset", "delete")]
+def test_remove_drains_resets_and_deletes_workers_first(removed, salt_cli, deployment,
+                                                         host_roots):
+    order = [s["__id__"] for s in sorted(removed.values(), key=lambda s: s["__run_num__"])
+             if not s["__id__"].startswith("kos-orch-remove-sync-")]
+    assert order == [f"kos-orch-remove-{deployment.fqdn(node)}-{step}"
+                     for node in ("k8s-worker-2", "k8s-cp-2")
+                     for step in ("drain", "leave", "forget")]
     assert set(nodes_seen_from(salt_cli, deployment)) == {"k8s-cp-1", "k8s-worker-1"}
     for name in ("k8s-cp-2", "k8s-worker-2"):
         kube = root_of(host_roots, name) / "etc/kubernetes"

@@ -56,6 +56,22 @@ BAD_VARIABLES = {
         "num_control_plane = 3\n    num_kube_nodes = 1",
         "num_kube_nodes counts the control-plane nodes too",
     ),
+    "retired_unknown_node": (
+        'retired_nodes = ["k8s-worker-9"]',
+        "retired_nodes must name nodes the cluster has",
+    ),
+    "retired_first_control_plane": (
+        'retired_nodes = ["k8s-cp-1"]',
+        "retired_nodes cannot hold k8s-cp-1",
+    ),
+    "retired_control_plane_breaks_quorum": (
+        'num_control_plane = 3\n    num_kube_nodes = 3\n    retired_nodes = ["k8s-cp-2"]',
+        "retired_nodes must leave an odd number of control planes",
+    ),
+    "workers_on_control_plane_addresses": (
+        "num_control_plane = 3\n    num_kube_nodes = 4\n    worker_address_base = 21",
+        "worker_address_base must be a whole number of at least 20 + num_control_plane",
+    ),
     "empty_external_network": (
         'external_network_name = "  "',
         "external_network_name must name the existing external network",

@@ -57,7 +57,7 @@ def m(state_dir):
     """The execution functions the states call, with the real signatures."""
     names = ["status", "addons", "enable_addon", "disable_addon", "start", "join", "leave",
              "refresh_certs", "server_sans", "add_node", "remove_token", "cert_check",
-             "token_valid", "nodes", "drain", "uncordon"]
+             "token_valid", "nodes", "drain", "uncordon", "remove_node"]
     mocks = {f"microk8s.{n}": create_autospec(getattr(mod, n)) for n in names}
     mocks["mine.send"] = create_autospec(salt.modules.mine.send, return_value=True)
     mocks["mine.delete"] = create_autospec(salt.modules.mine.delete, return_value=True)
@@ -758,3 +758,46 @@ def test_node_states_predict_without_the_snap(m):
         assert ret["result"] is False and ret["changes"] == {}, ret
         assert ret["comment"].startswith("cannot ")
         assert ret["comment"].endswith("the microk8s command is not installed")
+
+
+def test_a_leaving_node_that_left_already_counts_as_drained(m, test_mode):
+    """A removal that stopped after the node left runs again from the drain."""
+    m["microk8s.nodes"].return_value = nodes(name="k8s-worker-2")
+    ret = states.node_drained(NODE, timeout=60, absent_ok=True)
+    assert ret["result"] is True and ret["changes"] == {}, ret
+    assert ret["comment"] == f"node {NODE} is not registered in the cluster"
+    m["microk8s.drain"].assert_not_called()
+
+
+def test_node_removed(m, test_mode):
+    m["microk8s.nodes"].side_effect = [nodes(ready=False), nodes(name="k8s-worker-2")]
+    ret = states.node_removed(NODE)
+    expect_applied(ret, test_mode)
+    assert ret["changes"] == {"member": {"old": True, "new": False}}
+    if test_mode:
+        assert ret["comment"] == f"node {NODE} would be removed from the cluster"
+        m["microk8s.remove_node"].assert_not_called()
+    else:
+        assert ret["comment"] == f"node {NODE} removed from the cluster"
+        m["microk8s.remove_node"].assert_called_once_with(NODE, force=False)
+
+
+def test_node_removed_when_gone_changes_nothing(m, test_mode):
+    m["microk8s.nodes"].return_value = nodes(name="k8s-worker-2")
+    ret = states.node_removed(NODE, force=True)
+    assert ret["result"] is True and ret["changes"] == {}
+    assert ret["comment"] == f"node {NODE} is not in the cluster"
+    m["microk8s.remove_node"].assert_not_called()
+
+
+def test_node_removed_reports_microk8s_failure_and_a_node_that_stays(m):
+    m["microk8s.nodes"].return_value = nodes()
+    m["microk8s.remove_node"].side_effect = CommandExecutionError("Node k8s-worker-1 is still up")
+    ret = states.node_removed(NODE)
+    assert ret["result"] is False and ret["changes"] == {}
+    assert ret["comment"] == f"removing node {NODE} failed: Node k8s-worker-1 is still up"
+    m["microk8s.remove_node"].side_effect = None
+    ret = states.node_removed(NODE, force=True)
+    assert ret["result"] is False and ret["changes"] == {}
+    assert ret["comment"] == f"microk8s remove-node {NODE} ran but the node is still listed"
+    m["microk8s.remove_node"].assert_called_with(NODE, force=True)

@@ -26,6 +26,7 @@ from openstack import exceptions as sdk_exceptions
 from .. import ccm, ui
 from ..backend import Backend
 from ..cloud import Finding, raise_on_failures
+from ..inputs import node_count
 from ..errors import CleanupError, ConvergeError
 from ..ssh import agent_findings
 from ..state import fingerprint
@@ -117,12 +118,12 @@ class LocalBackend(Backend):
                 f"ssh_allowed_cidrs {values['ssh_allowed_cidrs']} does not let this machine in: "
                 f"it reaches the rehearsal cloud's floating IPs from {net.SPACE}",
                 f'add "{net.SPACE}" to ssh_allowed_cidrs for --cloud local'))
-        need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + HOST_MEMORY_MB * (
-            values["num_kube_nodes"] + 2)
+        hosts = node_count(values) + 2
+        need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + HOST_MEMORY_MB * hosts
         avail = _mem_available_mb()
         findings.append(Finding(
             "local memory", avail is None or avail > need,
-            f"the cloud and {values['num_kube_nodes'] + 2} hosts need about {need} MiB; "
+            f"the cloud and {hosts} hosts need about {need} MiB; "
             f"{avail} MiB available", "lower num_kube_nodes, or free memory"))
         findings += agent_findings(values["ssh_public_keys"])
         if self.cloud.running() and self.cloud.usable():
@@ -132,7 +133,7 @@ class LocalBackend(Backend):
                          if f.check != "ssh-agent"]
         return findings
 
-    def create(self, inputs, steps):
+    def create(self, inputs, steps, leaving=None):
         values = inputs.values
         self.state.ensure()
         fp = fingerprint(inputs.fingerprint)
@@ -145,7 +146,7 @@ class LocalBackend(Backend):
                 inputs, check_quota=steps.status("terraform-apply") is None)) or {},
             always=True,
         )
-        outputs = self.openstack.create(inputs, steps)
+        outputs = self.openstack.create(inputs, steps, leaving=leaving)
         ui.info("the Kubernetes distribution on this cloud is simulated (test stand-ins)")
         return outputs
 

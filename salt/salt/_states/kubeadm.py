@@ -671,7 +671,7 @@ def reset(name, kube_dir=None, record=None):
     Ensure this node is no longer part of a cluster (``kubeadm reset -f``): its
     kubelet stops, its files go, a control plane leaves etcd. Drain the node
     before and delete its Node object after (``node_drained``, ``node_absent`` on a
-    control plane; ``kubeadm/orch/remove.sls`` does all three).
+    control plane; ``orch.remove`` does all three).
 
     In test mode ``kubeadm reset --dry-run`` shows what would go.
 

@@ -590,19 +590,27 @@ def _node(name):
     return node
 
 
-def node_drained(name, timeout=None):
+def node_drained(name, timeout=None, absent_ok=False):
     """
     Ensure node ``name`` is cordoned and drained (run on a control plane), before
-    something takes it away for a while (a refresh). A node already cordoned is drained
-    again: a drain that timed out earlier may have left Pods on it.
+    something takes it away for a while (a refresh) or for good (it leaves). A node
+    already cordoned is drained again: a drain that timed out earlier may have left Pods
+    on it.
 
     timeout
         Seconds to wait for evictions.
+
+    absent_ok
+        A node that is not registered (it left already) is fine: a removal that stopped
+        half-way runs again. An upgrade leaves it False: its node must be there.
     """
     ret = _ret(name)
     if not _installed():
         return _missing(ret, f"drain node {name}", {"schedulable": {"old": True, "new": False}})
     try:
+        if absent_ok and name not in __salt__["microk8s.nodes"]():
+            ret["comment"] = f"node {name} is not registered in the cluster"
+            return ret
         node = _node(name)
         if node["unschedulable"]:
             ret["comment"] = f"node {name} is cordoned"
@@ -619,6 +627,36 @@ def node_drained(name, timeout=None):
         ret["comment"] = f"node {name} drained"
     except CommandExecutionError as exc:
         return _fail(ret, f"draining {name} failed: {exc}")
+    return ret
+
+
+def node_removed(name, force=False):
+    """
+    Ensure node ``name`` is no longer a member of the cluster (run on a control plane,
+    after the node left: ``microk8s remove-node``): its Node object goes, and a control
+    plane's place in the datastore.
+
+    force
+        Also when the node never left (its server is gone): ``remove-node --force``.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"remove node {name}", {"member": {"old": True, "new": False}})
+    try:
+        if name not in __salt__["microk8s.nodes"]():
+            ret["comment"] = f"node {name} is not in the cluster"
+            return ret
+        ret["changes"] = {"member": {"old": True, "new": False}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"node {name} would be removed from the cluster"
+            return ret
+        __salt__["microk8s.remove_node"](name, force=force)
+        if name in __salt__["microk8s.nodes"]():
+            return _fail(ret, f"microk8s remove-node {name} ran but the node is still listed")
+        ret["comment"] = f"node {name} removed from the cluster"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"removing node {name} failed: {exc}")
     return ret
 
 

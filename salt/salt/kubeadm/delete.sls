@@ -1,5 +1,5 @@
 {#- On a control plane: delete the Node object named in pillar kubeadm_node once
-    that node was reset (last step of kubeadm/orch/remove.sls). #}
+    that node was reset (last step of orch.remove on kubeadm). #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 {%- set node = salt['pillar.get']('kubeadm_node') %}
 

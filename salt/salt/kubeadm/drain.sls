@@ -1,5 +1,5 @@
 {#- On a control plane: cordon and drain the node named in pillar kubeadm_node
-    (first step of kubeadm/orch/remove.sls). #}
+    (first step of orch.remove on kubeadm). #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 {%- set node = salt['pillar.get']('kubeadm_node') %}
 

@@ -1,6 +1,6 @@
 {#- On the node that leaves: kubeadm reset (a control plane also leaves etcd),
     then the cloud configuration this formula wrote. Drain it before and delete its
-    Node after, from a control plane: kubeadm/orch/remove.sls does all three. #}
+    Node after, from a control plane: orch.remove does all three. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 
 kubeadm-reset-kubeadm-reset:

@@ -1,0 +1,115 @@
+{#- salt-run state.orchestrate orch.remove pillar='{"remove": ["k8s-worker-2.prod.example.com"]}'
+
+    Takes Kubernetes nodes out of the cluster for good, one at a time, workers first:
+    drained from the first control plane; the node leaves (microk8s leave, or kubeadm
+    reset: a control plane leaves dqlite or etcd); the first control plane forgets it
+    (microk8s remove-node, or its Node object deleted). A node that fails stops the run
+    and the nodes after it stay. A re-run goes on where it stopped: every step is
+    satisfied on a node that has left.
+
+    The servers stay: kos up runs this for the nodes in Terraform's retired_nodes before
+    Terraform destroys their servers, then deletes their salt keys; the next converge
+    takes them out of every /etc/hosts.
+
+    remove:         minion ids of Kubernetes nodes of this cluster (kos:nodes), never the
+                    first control plane; the control planes left must stay an odd number.
+    force:          the nodes are gone and do not answer: skip their own step (leave or
+                    reset) and forget them anyway (microk8s remove-node --force). Workers
+                    only on kubeadm, whose control planes must leave etcd themselves.
+    drain_timeout:  seconds a node's Pod evictions may take (default 300). #}
+{%- set kos = salt['pillar.get']('kos', {}) %}
+{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- set nodes = kos.get('nodes', {}) %}
+{%- set first = kos.get('first_control_plane') %}
+{%- set remove = salt['pillar.get']('remove', []) %}
+{%- set force = salt['pillar.get']('force', False) %}
+{%- set drain_timeout = salt['pillar.get']('drain_timeout', 300) %}
+{%- set problems = [] %}
+{%- if remove is string or remove is mapping or remove is not iterable or not remove %}
+{%- do problems.append("pillar key 'remove' must list the minion ids of the nodes to take out, got " ~ remove | tojson) %}
+{%- else %}
+{%- for node in remove %}
+{%- if node == first %}
+{%- do problems.append(node ~ " is the first control plane: it holds the cluster's join credentials and stays") %}
+{%- elif node not in nodes %}
+{%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ') ~ ")") %}
+{%- elif force and distribution == 'kubeadm' and nodes[node].role == 'control_plane' %}
+{%- do problems.append(node ~ " is a control plane: without the node kubeadm cannot take it out of etcd; bring it back and run without force") %}
+{%- endif %}
+{%- endfor %}
+{%- set cps = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | list %}
+{#- the first control plane stays in any case (refused above when named) #}
+{%- set staying = cps | reject('in', remove | reject('equalto', first) | list) | list %}
+{%- if staying | length % 2 == 0 %}
+{%- do problems.append("the removal would leave " ~ staying | length ~ " control planes: keep an odd number "
+                        ~ "so etcd/dqlite keep a quorum (take control planes out two at a time)") %}
+{%- endif %}
+{%- endif %}
+{%- if force is not sameas true and force is not sameas false %}
+{%- do problems.append("pillar key 'force' must be true or false, got " ~ force | tojson) %}
+{%- endif %}
+{%- if drain_timeout is not number or drain_timeout is sameas true or drain_timeout is sameas false or drain_timeout < 1 %}
+{%- do problems.append("pillar key 'drain_timeout' must be a number of seconds, at least 1, got " ~ drain_timeout | tojson) %}
+{%- endif %}
+{%- if problems %}
+
+kos-orch-remove-options:
+  test.fail_without_changes:
+    - name: {{ ("nothing changed: " ~ problems | join('; ')) | tojson }}
+{%- else %}
+{#- Workers first: a control plane leaving changes the datastore the others rely on. #}
+{%- set order = remove | sort | list %}
+{%- set order = (order | reject('in', cps) | list) + (order | select('in', cps) | list) %}
+{%- set asked = [first] + ([] if force else order) %}
+{%- set answers = salt['saltutil.cmd'](asked, 'test.ping', tgt_type='list', timeout=30) %}
+{%- set silent = asked | reject('in', answers | list) | list %}
+{%- if silent %}
+
+kos-orch-remove-silent:
+  test.fail_without_changes:
+    - name: {{ ("nothing changed: " ~ silent | join(', ') ~ " did not answer; bring "
+                ~ ("it" if silent | length == 1 else "them") ~ " back and re-run"
+                ~ ("" if first in silent else ", or pass force: true for nodes whose servers are gone")) | tojson }}
+{%- else %}
+{%- set last = [] %}
+{#- The states this run uses, as this master serves them. #}
+{%- for kind in ['utils', 'modules', 'states'] %}
+
+kos-orch-remove-sync-{{ kind }}:
+  salt.function:
+    - name: saltutil.sync_{{ kind }}
+    - tgt: {{ asked | join(',') }}
+    - tgt_type: list
+    - kwarg:
+        saltenv: {{ saltenv or 'base' }}
+        refresh: {{ (kind == 'states') | tojson }}
+{%- if last %}
+    - require:
+      - salt: {{ last[-1] }}
+{%- endif %}
+{%- do last.append('kos-orch-remove-sync-' ~ kind) %}
+{%- endfor %}
+{%- for node in order %}
+{%- set name = node.split('.')[0] | lower %}
+{%- if distribution == 'kubeadm' %}
+{%- set steps = [('drain', first, 'kubeadm.drain'), ('leave', node, 'kubeadm.reset'), ('forget', first, 'kubeadm.delete')] %}
+{%- else %}
+{%- set steps = [('drain', first, 'microk8s.remove.drain'), ('leave', node, 'microk8s.remove.leave'), ('forget', first, 'microk8s.remove.forget')] %}
+{%- endif %}
+{%- for step, tgt, sls in steps if not (force and step == 'leave') %}
+
+kos-orch-remove-{{ node }}-{{ step }}:
+  salt.state:
+    - tgt: {{ tgt }}
+    - sls: {{ sls }}
+    - queue: True
+    - pillar:
+        kubeadm_node: {{ name }}
+        kos_remove: {{ {'node': name, 'force': force, 'drain_timeout': drain_timeout} | tojson }}
+    - require:
+      - salt: {{ last[-1] }}
+{%- do last.append('kos-orch-remove-' ~ node ~ '-' ~ step) %}
+{%- endfor %}
+{%- endfor %}
+{%- endif %}
+{%- endif %}

@@ -1,0 +1,150 @@
+"""Nodes by name on kos's side: how many servers the variables ask for (retired names hold
+none) and which server `kos up --replace HOST` rebuilds."""
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kos import backends, cloud
+from kos.errors import InputError
+from kos.inputs import Inputs, node_count
+
+TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
+
+
+def outputs(*hosts):
+    found = {"salt.example.com": {"hostname": "salt", "role": "salt_master"},
+             "bastion.example.com": {"hostname": "bastion", "role": "bastion"}}
+    for host in hosts:
+        role = "control_plane" if host.startswith("k8s-cp-") else "worker"
+        found[f"{host}.example.com"] = {"hostname": host, "role": role}
+    return {"minions": found}
+
+
+def test_retired_names_hold_no_server():
+    values = {"num_kube_nodes": 5, "num_control_plane": 3, "retired_nodes": ["k8s-worker-1"]}
+    assert node_count(values) == 4
+    assert Inputs(values).node_count == 4
+    assert node_count({"num_kube_nodes": 3}) == 3
+
+
+def test_quota_counts_the_servers_that_exist():
+    small = SimpleNamespace(vcpus=2, ram=2048)
+    values = {"num_kube_nodes": 4, "retired_nodes": ["k8s-worker-2"],
+              "first_control_plane_access": "floating_ip", "kube_node_flavor": "m1.small",
+              "salt_master_flavor": "m1.small", "bastion_flavor": "m1.small",
+              "salt_master_volume_size": 10}
+    need = cloud.plan_needs(values, {"m1.small": small})
+    assert need["instances"] == 3 + 2 and need["cores"] == 5 * 2
+
+
+def test_replace_names_the_server_terraform_declares():
+    found = outputs("k8s-cp-1", "k8s-worker-2")
+    address = backends.instance_address(found, "k8s-worker-2")
+    assert address == 'module.nodes.openstack_compute_instance_v2.node["k8s-worker-2"]'
+    assert backends.instance_address(found, "salt") == backends.SERVER_ADDRESSES["salt"]
+    # every address kos hands to -replace is a resource the modules declare
+    for full in [backends.NODE_SERVER, *backends.SERVER_ADDRESSES.values()]:
+        _, module, kind, name = full.split(".")
+        text = (TERRAFORM / "modules" / module / "main.tf").read_text()
+        assert re.search(rf'^resource "{kind}" "{name}"', text, re.M), full
+
+
+def test_replace_of_a_retired_or_unknown_node_names_the_ones_there_are():
+    with pytest.raises(InputError) as err:
+        backends.instance_address(outputs("k8s-cp-1", "k8s-worker-2"), "k8s-worker-1")
+    assert "no such server" in err.value.problem
+    assert "k8s-cp-1, k8s-worker-2" in err.value.fix
+    with pytest.raises(InputError) as err:
+        backends.instance_address({}, "k8s-worker-1")
+    assert "no servers yet" in err.value.problem
+
+
+def port_change(host, actions, old, new):
+    return {"type": "openstack_networking_port_v2", "module_address": "module.nodes",
+            "name": "private", "index": host, "address": f'module.nodes.x["{host}"]',
+            "change": {"actions": actions,
+                       "before": {"fixed_ip": [{"ip_address": old}]} if old else None,
+                       "after": {"fixed_ip": [{"ip_address": new}]} if new else None}}
+
+
+def test_a_plan_that_moves_a_running_node_is_refused_with_the_fix():
+    doc = {"resource_changes": [port_change("k8s-worker-1", ["update"], "10.0.0.21", "10.0.0.30")]}
+    with pytest.raises(InputError) as err:
+        backends.refuse_moving_nodes(doc)
+    assert "k8s-worker-1 from 10.0.0.21 to 10.0.0.30" in err.value.problem
+    assert "worker_address_base = 20 + num_control_plane" in err.value.fix
+
+
+def test_nodes_that_come_or_go_or_stay_put_pass():
+    backends.refuse_moving_nodes({"resource_changes": [
+        port_change("k8s-worker-2", ["delete"], "10.0.0.31", None),
+        port_change("k8s-worker-3", ["create"], None, "10.0.0.32"),
+        port_change("k8s-worker-1", ["update"], "10.0.0.30", "10.0.0.30"),
+    ]})
+
+
+def server_change(host, actions):
+    return {"type": "openstack_compute_instance_v2", "module_address": "module.nodes",
+            "name": "node", "index": host, "change": {"actions": actions}}
+
+
+class FakeTerraform:
+    def __init__(self, before, after):
+        """A plan that takes the cluster from the ``before`` minions to the ``after`` ones."""
+        hosts = {i["hostname"] for i in (before or {}).values()}
+        later = {i["hostname"] for i in (after or {}).values()}
+        self.doc = {"resource_changes": [server_change(h, ["delete"]) for h in hosts - later]
+                    + [server_change(h, ["create"]) for h in later - hosts]
+                    + [server_change("k8s-cp-1", ["delete", "create"])]}
+        self.calls = []
+
+    def apply(self, replace=()):
+        self.calls.append("apply")
+        return {"add": 9}
+
+    def plan(self, out=None):
+        self.calls.append("plan")
+        Path(out).write_text("plan")
+
+    def show_plan(self, plan_file):
+        return self.doc
+
+    def apply_plan(self, plan_file):
+        self.calls.append("apply_plan")
+        return {"add": 1, "remove": 1}
+
+
+def backend(tmp_path, terraform, current):
+    found = backends.OpenStackBackend.__new__(backends.OpenStackBackend)
+    found.terraform = terraform
+    found.state = SimpleNamespace(path=tmp_path)
+    (tmp_path / "terraform").mkdir(parents=True)
+    found.outputs = lambda: current
+    return found
+
+
+def test_leaving_nodes_leave_before_terraform_destroys_their_servers(tmp_path):
+    before = outputs("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")["minions"]
+    after = outputs("k8s-cp-1", "k8s-worker-1", "k8s-worker-3")["minions"]
+    tf = FakeTerraform(before, after)
+    left = []
+    found = backend(tmp_path, tf, {"minions": before})
+    detail = found._apply(lambda ids: left.append((list(ids), list(tf.calls))))
+    # asked to leave after the plan and before it is applied
+    assert left == [(["k8s-worker-2.example.com"], ["plan"])]
+    assert tf.calls == ["plan", "apply_plan"]
+    assert detail == {"add": 1, "remove": 1, "retired": ["k8s-worker-2.example.com"]}
+    assert not (tmp_path / "terraform" / "up.tfplan").exists()
+
+
+def test_nobody_leaves_on_a_first_apply_or_a_change_that_keeps_the_nodes(tmp_path):
+    tf = FakeTerraform(None, None)
+    called = []
+    assert backend(tmp_path, tf, {})._apply(called.append) == {"add": 9}
+    assert tf.calls == ["apply"] and called == []
+    same = outputs("k8s-cp-1")["minions"]
+    tf = FakeTerraform(same, same)
+    detail = backend(tmp_path / "x", tf, {"minions": same})._apply(called.append)
+    assert called == [] and detail["retired"] == [] and tf.calls == ["plan", "apply_plan"]
