@@ -78,6 +78,8 @@ class OpenStackBackend(Backend):
         replace = [instance_address(self.outputs(), h) for h in self.settings.replace]
         title = "terraform apply" + "".join(f" -replace={a}" for a in replace)
         # A replacement is an action, not a state: it runs whenever it is asked for.
+        # A replacement alone goes straight to apply (a retirement beside it waits for the
+        # next kos up without --replace, which plans and lets the nodes leave first).
         steps.run("terraform-apply", fp, title,
                   lambda: self.terraform.apply(replace) if replace else self._apply(leaving),
                   always=bool(replace))
@@ -96,16 +98,19 @@ class OpenStackBackend(Backend):
         current = (self.outputs() or {}).get("minions")
         if not current:
             return self.terraform.apply()
+        # Terraform's plan file holds every variable's value: it does not stay in the state dir.
         plan_file = self.state.path / "terraform" / "up.tfplan"
-        self.terraform.plan(out=plan_file)
-        doc = self.terraform.show_plan(plan_file)
-        refuse_moving_nodes(doc)
-        ids = {info.get("hostname"): mid for mid, info in current.items()}
-        gone = sorted(ids[host] for host in plan.destroyed_nodes(doc) if host in ids)
-        if gone and leaving is not None:
-            leaving(gone)
-        summary = self.terraform.apply_plan(plan_file)
-        plan_file.unlink(missing_ok=True)
+        try:
+            self.terraform.plan(out=plan_file)
+            doc = self.terraform.show_plan(plan_file)
+            refuse_moving_nodes(doc)
+            ids = {info.get("hostname"): mid for mid, info in current.items()}
+            gone = sorted(ids[host] for host in plan.destroyed_nodes(doc) if host in ids)
+            if gone and leaving is not None:
+                leaving(gone)
+            summary = self.terraform.apply_plan(plan_file)
+        finally:
+            plan_file.unlink(missing_ok=True)
         return {**summary, "retired": gone}
 
     def read_consoles(self):

@@ -139,12 +139,15 @@ def test_leaving_nodes_leave_before_terraform_destroys_their_servers(tmp_path):
     assert not (tmp_path / "terraform" / "up.tfplan").exists()
 
 
-def test_nobody_leaves_on_a_first_apply_or_a_change_that_keeps_the_nodes(tmp_path):
-    tf = FakeTerraform(None, None)
-    called = []
-    assert backend(tmp_path, tf, {})._apply(called.append) == {"add": 9}
-    assert tf.calls == ["apply"] and called == []
-    same = outputs("k8s-cp-1")["minions"]
-    tf = FakeTerraform(same, same)
-    detail = backend(tmp_path / "x", tf, {"minions": same})._apply(called.append)
-    assert called == [] and detail["retired"] == [] and tf.calls == ["plan", "apply_plan"]
+def test_the_plan_file_never_stays_even_when_the_nodes_fail_to_leave(tmp_path):
+    before = outputs("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")["minions"]
+    after = outputs("k8s-cp-1", "k8s-worker-1")["minions"]
+    tf = FakeTerraform(before, after)
+
+    def refuse(ids):
+        raise RuntimeError("orch.remove failed")
+
+    with pytest.raises(RuntimeError):
+        backend(tmp_path, tf, {"minions": before})._apply(refuse)
+    assert tf.calls == ["plan"]  # nothing applied
+    assert not (tmp_path / "terraform" / "up.tfplan").exists()
