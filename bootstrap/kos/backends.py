@@ -78,8 +78,10 @@ class OpenStackBackend(Backend):
         replace = [instance_address(self.outputs(), h) for h in self.settings.replace]
         title = "terraform apply" + "".join(f" -replace={a}" for a in replace)
         # A replacement is an action, not a state: it runs whenever it is asked for.
-        # A replacement alone goes straight to apply (a retirement beside it waits for the
-        # next kos up without --replace, which plans and lets the nodes leave first).
+        # A replacement goes straight to apply: a node retired in the same change would go
+        # without leaving the cluster, so that waits for a kos up without --replace.
+        if replace:
+            refuse_retiring_while_replacing(inputs, self.outputs())
         steps.run("terraform-apply", fp, title,
                   lambda: self.terraform.apply(replace) if replace else self._apply(leaving),
                   always=bool(replace))
@@ -192,6 +194,18 @@ def instance_address(outputs, hostname):
         f"--replace {hostname}: the cluster has no such server",
         fix=f"name one of: bastion, salt, {', '.join(nodes)}",
     )
+
+
+def refuse_retiring_while_replacing(inputs, outputs):
+    running = {m.get("hostname") for m in ((outputs or {}).get("minions") or {}).values()}
+    retiring = sorted(running & set(inputs.get("retired_nodes") or ()))
+    if retiring:
+        raise InputError(
+            f"retired_nodes names {', '.join(retiring)}, which still run: --replace applies "
+            "without letting them leave the cluster first",
+            fix="run kos up without --replace first (they leave, then their servers go), "
+            "then kos up --replace",
+        )
 
 
 def refuse_moving_nodes(doc):

@@ -151,3 +151,16 @@ def test_the_plan_file_never_stays_even_when_the_nodes_fail_to_leave(tmp_path):
         backend(tmp_path, tf, {"minions": before})._apply(refuse)
     assert tf.calls == ["plan"]  # nothing applied
     assert not (tmp_path / "terraform" / "up.tfplan").exists()
+
+
+def test_replace_refuses_a_change_that_also_retires_a_running_node():
+    running = outputs("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")
+    with pytest.raises(InputError) as err:
+        backends.refuse_retiring_while_replacing(
+            Inputs({"retired_nodes": ["k8s-worker-2"]}), running)
+    assert "retired_nodes names k8s-worker-2, which still run" in err.value.problem
+    assert "kos up without --replace first" in err.value.fix
+    # once it is gone, or with nothing retired, a replacement goes on
+    backends.refuse_retiring_while_replacing(Inputs({"retired_nodes": ["k8s-worker-2"]}),
+                                             outputs("k8s-cp-1", "k8s-worker-1"))
+    backends.refuse_retiring_while_replacing(Inputs({}), running)
