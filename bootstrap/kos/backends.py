@@ -9,7 +9,7 @@ kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenSta
 
 from . import ccm, cloud, plan, trust, ui
 from .backend import Backend
-from .errors import InputError, PreflightError
+from .errors import InputError, PreflightError, TerraformError
 from .local import LocalBackend
 from .ssh import agent_findings
 from .state import fingerprint
@@ -83,7 +83,9 @@ class OpenStackBackend(Backend):
         if replace:
             refuse_retiring_while_replacing(inputs, self.outputs())
         steps.run("terraform-apply", fp, title,
-                  lambda: self.terraform.apply(replace) if replace else self._apply(leaving),
+                  lambda: self._with_faults(
+                      lambda: self.terraform.apply(replace) if replace else self._apply(leaving),
+                      inputs.cluster_name),
                   always=bool(replace))
         steps.run(
             "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
@@ -93,6 +95,18 @@ class OpenStackBackend(Backend):
             always=bool(replace),
         )
         return self.outputs()
+
+    def _with_faults(self, apply, cluster):
+        """A failed apply names why Nova put servers in ERROR (their fault), when it can."""
+        try:
+            return apply()
+        except TerraformError as exc:
+            try:
+                faults = cloud.server_faults(self.conn, cluster)
+            except Exception as err:  # noqa: BLE001 - the apply's own error matters more
+                faults = [f"(the servers' faults could not be read: {err})"]
+            exc.details += [f"Nova: {fault}" for fault in faults]
+            raise
 
     def _apply(self, leaving):
         """Plan, let the nodes whose servers the plan destroys leave the cluster, then apply

@@ -460,6 +460,21 @@ def cluster_servers(conn, cluster):
     ]
 
 
+def server_faults(conn, cluster):
+    """``["<name>: <Nova's fault message>"]`` of the cluster's servers in ERROR: Terraform
+    says only "unexpected state 'ERROR'", the fault says why (no valid host, a port that
+    could not be bound, what the hypervisor answered)."""
+    found = []
+    for server in cluster_servers(conn, cluster):
+        if (server.status or "").upper() != "ERROR":
+            continue
+        fault = server.fault or {}
+        found.append(f"{server.name}: {fault.get('message') or 'no fault recorded'}"
+                     + (f" ({fault['details'].strip().splitlines()[-1].strip()[:300]})"
+                        if fault.get("details") else ""))
+    return found
+
+
 def _minion_id(server):
     return (server.metadata or {}).get("kos_minion_id") or server.name
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from kos import backends, cloud
-from kos.errors import InputError
+from kos.errors import InputError, TerraformError
 from kos.inputs import Inputs, node_count
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
@@ -164,3 +164,32 @@ def test_replace_refuses_a_change_that_also_retires_a_running_node():
     backends.refuse_retiring_while_replacing(Inputs({"retired_nodes": ["k8s-worker-2"]}),
                                              outputs("k8s-cp-1", "k8s-worker-1"))
     backends.refuse_retiring_while_replacing(Inputs({}), running)
+
+
+def test_a_failed_apply_says_why_nova_put_servers_in_error():
+    servers = [
+        SimpleNamespace(name="kc-k8s-cp-3", status="ERROR", metadata={"kos_cluster": "kc"},
+                        fault={"message": "Build of instance aborted: Failed to allocate the "
+                                          "network(s)", "details": "Traceback...\n  PortBindingFailed: x\n"}),
+        SimpleNamespace(name="kc-k8s-cp-1", status="ACTIVE", metadata={"kos_cluster": "kc"},
+                        fault=None),
+        SimpleNamespace(name="other-salt", status="ERROR", metadata={"kos_cluster": "other"},
+                        fault={"message": "not ours"}),
+    ]
+    conn = SimpleNamespace(compute=SimpleNamespace(servers=lambda details: servers))
+    assert cloud.server_faults(conn, "kc") == [
+        "kc-k8s-cp-3: Build of instance aborted: Failed to allocate the network(s) "
+        "(PortBindingFailed: x)"]
+    found = backends.OpenStackBackend.__new__(backends.OpenStackBackend)
+    found._conn = conn
+
+    def apply():
+        raise TerraformError("terraform apply failed", details=["unexpected state 'ERROR'"])
+
+    with pytest.raises(TerraformError) as err:
+        found._with_faults(apply, "kc")
+    assert err.value.details == [
+        "unexpected state 'ERROR'",
+        "Nova: kc-k8s-cp-3: Build of instance aborted: Failed to allocate the network(s) "
+        "(PortBindingFailed: x)"]
+    assert found._with_faults(lambda: {"add": 1}, "kc") == {"add": 1}
