@@ -6,6 +6,7 @@
     and answers again before the next begins, so the API stays up behind the others. A
     control plane that fails stops the run; the ones after it are left as they were, and
     a re-run renews only what is still due. #}
+{%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
 {%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
 {%- set nodes = kos.get('nodes', {}) %}
@@ -22,22 +23,9 @@ kos-orch-certificates-options:
 {%- set last = [] %}
 {#- The states and modules this run uses, as this master serves them (a cluster converged
     by an older formula has none of them yet). #}
-{%- for kind in (['utils', 'modules', 'states'] if control_planes else []) %}
-
-kos-orch-certificates-sync-{{ kind }}:
-  salt.function:
-    - name: saltutil.sync_{{ kind }}
-    - tgt: {{ control_planes | join(',') }}
-    - tgt_type: list
-    - kwarg:
-        saltenv: {{ saltenv or 'base' }}
-        refresh: {{ (kind == 'states') | tojson }}
-{%- if last %}
-    - require:
-      - salt: {{ last[-1] }}
+{%- if control_planes %}
+{{ sync('kos-orch-certificates', control_planes, last) }}
 {%- endif %}
-{%- do last.append('kos-orch-certificates-sync-' ~ kind) %}
-{%- endfor %}
 {%- for cp in control_planes %}
 
 kos-orch-certificates-{{ cp }}:

@@ -17,6 +17,7 @@
                     reset) and forget them anyway (microk8s remove-node --force). Workers
                     only on kubeadm, whose control planes must leave etcd themselves.
     drain_timeout:  seconds a node's Pod evictions may take (default 300). #}
+{%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
 {%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
 {%- set nodes = kos.get('nodes', {}) %}
@@ -73,22 +74,7 @@ kos-orch-remove-silent:
 {%- else %}
 {%- set last = [] %}
 {#- The states this run uses, as this master serves them. #}
-{%- for kind in ['utils', 'modules', 'states'] %}
-
-kos-orch-remove-sync-{{ kind }}:
-  salt.function:
-    - name: saltutil.sync_{{ kind }}
-    - tgt: {{ asked | join(',') }}
-    - tgt_type: list
-    - kwarg:
-        saltenv: {{ saltenv or 'base' }}
-        refresh: {{ (kind == 'states') | tojson }}
-{%- if last %}
-    - require:
-      - salt: {{ last[-1] }}
-{%- endif %}
-{%- do last.append('kos-orch-remove-sync-' ~ kind) %}
-{%- endfor %}
+{{ sync('kos-orch-remove', asked, last) }}
 {%- for node in order %}
 {%- set name = node.split('.')[0] | lower %}
 {%- if distribution == 'kubeadm' %}

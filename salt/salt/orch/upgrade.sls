@@ -19,6 +19,7 @@
     drain_timeout:  seconds a node's Pod evictions may take (default 300).
     ready_timeout:  seconds a refreshed node has to be Ready again (default 300). #}
 {%- import_yaml "microk8s/defaults.yaml" as microk8s_defaults %}
+{%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
 {%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
 {%- set nodes = kos.get('nodes', {}) %}
@@ -114,22 +115,7 @@ kos-orch-upgrade-nothing:
 {%- else %}
 {%- set last = [] %}
 {#- The states this run uses, as this master serves them. #}
-{%- for kind in ['utils', 'modules', 'states'] %}
-
-kos-orch-upgrade-sync-{{ kind }}:
-  salt.function:
-    - name: saltutil.sync_{{ kind }}
-    - tgt: {{ order | join(',') }}
-    - tgt_type: list
-    - kwarg:
-        saltenv: {{ saltenv or 'base' }}
-        refresh: {{ (kind == 'states') | tojson }}
-{%- if last %}
-    - require:
-      - salt: {{ last[-1] }}
-{%- endif %}
-{%- do last.append('kos-orch-upgrade-sync-' ~ kind) %}
-{%- endfor %}
+{{ sync('kos-orch-upgrade', order, last) }}
 {%- for node in todo %}
 {#- Another control plane drains and watches the node where there is one: it answers
     while this one refreshes. #}
