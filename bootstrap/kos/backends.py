@@ -119,7 +119,7 @@ class OpenStackBackend(Backend):
         try:
             self.terraform.plan(out=plan_file)
             doc = self.terraform.show_plan(plan_file)
-            refuse_moving_nodes(doc)
+            plan.refuse_moving_nodes(doc)
             ids = {info.get("hostname"): mid for mid, info in current.items()}
             gone = sorted(ids[host] for host in plan.destroyed_nodes(doc) if host in ids)
             if gone and leaving is not None:
@@ -219,34 +219,6 @@ def refuse_retiring_while_replacing(inputs, outputs):
             "without letting them leave the cluster first",
             fix="run kos up without --replace first (they leave, then their servers go), "
             "then kos up --replace",
-        )
-
-
-def refuse_moving_nodes(doc):
-    """A plan that gives a node's private port another address would move a running node
-    (its join, its certificates and every /etc/hosts name the old one): refuse it. The
-    one way this happens is a cluster made before worker_address_base."""
-    moved = []
-    for change in doc.get("resource_changes") or []:
-        if (change.get("type") != "openstack_networking_port_v2"
-                or change.get("module_address") != "module.nodes"
-                or change.get("name") != "private"):
-            continue
-        actions = (change.get("change") or {}).get("actions") or []
-        before = (change.get("change") or {}).get("before") or {}
-        after = (change.get("change") or {}).get("after") or {}
-        if set(actions) in ({"create"}, {"delete"}):
-            continue  # a node that comes or goes, not one that moves
-        old = [ip.get("ip_address") for ip in before.get("fixed_ip") or []]
-        new = [ip.get("ip_address") for ip in after.get("fixed_ip") or []]
-        if old != new:
-            moved.append(f"{change.get('index')} from {', '.join(map(str, old))} "
-                         f"to {', '.join(map(str, new))}")
-    if moved:
-        raise InputError(
-            "the change would move running nodes to other addresses: " + "; ".join(moved),
-            fix="a cluster made before worker_address_base keeps its workers right after its "
-            "control planes: set worker_address_base = 20 + num_control_plane in its variables",
         )
 
 

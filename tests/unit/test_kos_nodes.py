@@ -6,7 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kos import backends, cloud
+from kos import backends, cloud, plan
 from kos.errors import InputError, TerraformError
 from kos.inputs import Inputs, node_count
 
@@ -72,13 +72,13 @@ def port_change(host, actions, old, new):
 def test_a_plan_that_moves_a_running_node_is_refused_with_the_fix():
     doc = {"resource_changes": [port_change("k8s-worker-1", ["update"], "10.0.0.21", "10.0.0.30")]}
     with pytest.raises(InputError) as err:
-        backends.refuse_moving_nodes(doc)
+        plan.refuse_moving_nodes(doc)
     assert "k8s-worker-1 from 10.0.0.21 to 10.0.0.30" in err.value.problem
     assert "worker_address_base = 20 + num_control_plane" in err.value.fix
 
 
 def test_nodes_that_come_or_go_or_stay_put_pass():
-    backends.refuse_moving_nodes({"resource_changes": [
+    plan.refuse_moving_nodes({"resource_changes": [
         port_change("k8s-worker-2", ["delete"], "10.0.0.31", None),
         port_change("k8s-worker-3", ["create"], None, "10.0.0.32"),
         port_change("k8s-worker-1", ["update"], "10.0.0.30", "10.0.0.30"),
