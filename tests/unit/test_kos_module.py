@@ -151,8 +151,11 @@ def test_members_only_needs_a_whole_converge_first(state_dir):
     ({"a": {"result": True}, "b": {"result": True}}, True),
     ({"a": {"result": True}, "b": {"result": False}}, False),
 ])
-def test_the_converged_state_notes_only_a_run_that_succeeded(state_dir, running, ran, noted):
-    running.update(ran)
+def test_the_converged_state_notes_only_a_run_that_succeeded(state_dir, monkeypatch, ran, noted):
+    # as Salt hands it over: frozen, every result an ImmutableDict (no dict)
+    from salt.utils.immutabletypes import freeze
+
+    monkeypatch.setattr(state, "__running__", freeze(ran), raising=False)
     ret = state.converged("t1")
     assert ret["result"] is True and ret["changes"] == {}
     assert (state_dir / mod.CONVERGED_RECORD).exists() is noted, ret

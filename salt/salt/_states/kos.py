@@ -2,6 +2,8 @@
 kos glue states.
 """
 
+from collections.abc import Mapping
+
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "kos"
@@ -39,8 +41,9 @@ def converged(name, members_only=False):
         Only /etc/hosts learned the deployment's members: note just those.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    # Salt hands __running__ over frozen: every result is a Mapping, not a dict
     failed = sorted(tag for tag, res in __running__.items()
-                    if isinstance(res, dict) and res.get("result") is False)
+                    if isinstance(res, Mapping) and res.get("result") is False)
     if failed:
         ret["comment"] = f"not noted: {len(failed)} state(s) of this run failed"
         return ret
