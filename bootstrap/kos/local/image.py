@@ -98,12 +98,12 @@ class Build:
         with open(self.log_path, "a") as fh:
             fh.write(text)
 
-    def run(self, *argv, env=None, input=None, timeout=3600):
+    def run(self, *argv, env=None, input=None, timeout=3600, cwd=None):
         self._log(f"$ {' '.join(str(a) for a in argv)}\n")
         with open(self.log_path, "a") as fh:
             res = subprocess.run(
                 [str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT, env=env,
-                input=input, text=True, timeout=timeout,
+                input=input, text=True, timeout=timeout, cwd=cwd,
             )
         if res.returncode != 0:
             self.fail(f"{' '.join(str(a) for a in argv[:4])} exited {res.returncode}")
@@ -128,7 +128,8 @@ class Build:
             pass
         raise BuildFailed(
             f"building {self.layer.title} failed at step '{self.step}': {why}",
-            fix=f"read the build log {self.log_path}; fix the cause (apt mirror, disk space) "
+            fix=f"read the build log {self.log_path}; fix the cause "
+            f"({getattr(self.layer, 'causes', 'apt mirror, disk space')}) "
             "and re-run: the build starts this layer again from scratch",
             details=tail,
         )
