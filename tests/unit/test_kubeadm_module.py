@@ -458,7 +458,7 @@ def test_nodes_through_the_admin_kubeconfig(run_all, kube_dir):
                                     "get", "nodes", "-o", "json"]
     assert got["k8s-cp-1"] == {"ready": True, "roles": ["control-plane"], "ip": "10.1.0.11",
                                "unschedulable": False, "taints": NODES["items"][0]["spec"]["taints"],
-                               "version": "v1.31.4"}
+                               "version": "v1.31.4", "pod_cidr": None}
     assert got["k8s-worker-1"]["ready"] is False and got["k8s-worker-1"]["unschedulable"] is True
     # a node that has not reported its kubelet yet
     assert got["k8s-worker-1"]["version"] is None
@@ -602,3 +602,133 @@ def test_restart_control_plane_fails_when_the_api_stays_away(run_all, kube_dir, 
     with pytest.raises(CommandExecutionError, match="did not answer within 0 s"):
         kubeadm.restart_control_plane(wait=0, timeout=0)
     assert (kube_dir / "manifests" / "etcd.yaml").exists()
+
+
+# --- the routed pod network -----------------------------------------------------------------
+
+ROUTED_NODES = {"items": [
+    {"metadata": {"name": name, "labels": {}}, "spec": {"podCIDR": cidr} if cidr else {},
+     "status": {"addresses": [{"type": "InternalIP", "address": ip}], "conditions": []}}
+    for name, ip, cidr in (("k8s-cp-1", "10.1.0.11", "10.244.0.0/24"),
+                           ("k8s-worker-1", "10.1.0.21", "10.244.1.0/24"),
+                           ("k8s-worker-2", "10.1.0.22", "10.244.2.0/24"),
+                           # registered, no CIDR yet: no route to it
+                           ("k8s-worker-3", "10.1.0.23", None))
+]}
+
+
+def routed_cli(routes, egress_present):
+    """kubectl, ip and iptables as this node sees them; records what changes."""
+    def run(cmd, **kwargs):
+        if cmd[0] == "kubectl":
+            return result(json.dumps(ROUTED_NODES))
+        if cmd[:3] == ["ip", "-j", "route"]:
+            return result(json.dumps([{"dst": d, "gateway": g, "protocol": "149"}
+                                      for d, g in routes.items()]))
+        if cmd[:4] == ["iptables", "-t", "nat", "-C"]:
+            return result(retcode=0 if egress_present else 1)
+        return result()
+    return run
+
+
+@pytest.fixture
+def routed(run_all, kube_dir, tmp_path):
+    kube_dir.mkdir(parents=True)
+    (kube_dir / "kubelet.conf").write_text("apiVersion: v1\n")
+    return tmp_path / "net.d" / "10-kos-routed.conflist"
+
+
+def changing_calls(run_all):
+    return [c.args[0] for c in run_all.call_args_list
+            if c.args[0][0] in ("ip", "iptables") and c.args[0][1:3] not in (["-j", "route"],)
+            and "-C" not in c.args[0]]
+
+
+@pytest.mark.parametrize("test", [False, True], ids=["apply", "test"])
+def test_sync_pod_network_routes_every_other_node_and_drops_gone_ones(run_all, kube_dir, routed,
+                                                                      test):
+    # one route right, one via an old address, one to a node that is gone
+    run_all.side_effect = routed_cli({"10.244.1.0/24": "10.1.0.21",
+                                      "10.244.2.0/24": "10.1.0.99",
+                                      "10.244.9.0/24": "10.1.0.29"}, egress_present=False)
+    got = kubeadm.sync_pod_network("k8s-cp-1", "10.244.0.0/16", cni_conf=str(routed), test=test)
+    assert got["pod_cidr"] == "10.244.0.0/24"
+    # the kubelet's own credential reads the nodes
+    assert run_all.call_args_list[0].args[0][:3] == ["kubectl", "--kubeconfig",
+                                                     str(kube_dir / "kubelet.conf")]
+    assert got["changes"]["cni"] == {"old": None, "new": "10.244.0.0/24"}
+    assert got["changes"]["routes"]["new"] == {"10.244.1.0/24": "10.1.0.21",
+                                               "10.244.2.0/24": "10.1.0.22"}
+    assert got["changes"]["egress"]["old"] is None
+    if test:
+        assert changing_calls(run_all) == [] and not routed.exists()
+        return
+    assert changing_calls(run_all) == [
+        ["ip", "route", "replace", "10.244.2.0/24", "via", "10.1.0.22", "proto", "149"],
+        ["ip", "route", "del", "10.244.9.0/24", "proto", "149"],
+        ["iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "10.244.0.0/16", "!", "-d",
+         "10.244.0.0/16", "-m", "comment", "--comment", "kos: pod egress", "-j", "MASQUERADE"],
+    ]
+    conf = json.loads(routed.read_text())
+    bridge = conf["plugins"][0]
+    assert bridge["type"] == "bridge" and bridge["ipMasq"] is False
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.0.0/24"}]]
+
+
+def test_sync_pod_network_in_line_changes_nothing(run_all, routed):
+    run_all.side_effect = routed_cli({"10.244.0.0/24": "10.1.0.11",
+                                      "10.244.2.0/24": "10.1.0.22"}, egress_present=True)
+    routed.parent.mkdir(parents=True)
+    routed.write_text(kubeadm._cni_conf("10.244.1.0/24"))
+    got = kubeadm.sync_pod_network("k8s-worker-1", "10.244.0.0/16", cni_conf=str(routed))
+    assert got == {"pod_cidr": "10.244.1.0/24", "changes": {}}
+    assert changing_calls(run_all) == []
+
+
+def test_sync_pod_network_needs_the_nodes_own_cidr_and_kubelet(run_all, kube_dir, routed):
+    run_all.side_effect = routed_cli({}, egress_present=True)
+    with pytest.raises(CommandExecutionError, match="no pod CIDR"):
+        kubeadm.sync_pod_network("k8s-worker-3", "10.244.0.0/16", cni_conf=str(routed))
+    (kube_dir / "kubelet.conf").unlink()
+    with pytest.raises(CommandExecutionError, match="has not joined"):
+        kubeadm.sync_pod_network("k8s-worker-1", "10.244.0.0/16", cni_conf=str(routed))
+
+
+# --- images without a registry --------------------------------------------------------------
+
+
+def _archive(path, members):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, doc in members.items():
+            data = json.dumps(doc).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_archive_images_reads_docker_and_oci_archives(tmp_path):
+    docker = _archive(tmp_path / "a.tar", {"manifest.json": [
+        {"Config": "c.json", "RepoTags": ["registry.k8s.io/pause:3.10"], "Layers": []}]})
+    assert kubeadm.archive_images(docker) == ["registry.k8s.io/pause:3.10"]
+    oci = _archive(tmp_path / "b.tar", {"index.json": {"manifests": [
+        {"annotations": {"io.containerd.image.name": "registry.k8s.io/etcd:3.5.15-0"}},
+        {"annotations": {"org.opencontainers.image.ref.name": "example.com/x:1"}}]}})
+    assert kubeadm.archive_images(oci) == ["registry.k8s.io/etcd:3.5.15-0", "example.com/x:1"]
+    (tmp_path / "c.tar").write_text("not a tar")
+    with pytest.raises(CommandExecutionError, match="not an image archive"):
+        kubeadm.archive_images(str(tmp_path / "c.tar"))
+
+
+def test_images_and_their_import(run_all, tmp_path):
+    run_all.return_value = result("registry.k8s.io/pause:3.10\nsha256:" + "a" * 64 + "\n")
+    assert kubeadm.images() == ["registry.k8s.io/pause:3.10"]
+    assert called_args(run_all) == ["ctr", "-n", "k8s.io", "images", "list", "-q"]
+    docker = _archive(tmp_path / "a.tar", {"manifest.json": [
+        {"Config": "c.json", "RepoTags": ["registry.k8s.io/pause:3.10"], "Layers": []}]})
+    run_all.return_value = result()
+    assert kubeadm.import_images(docker) == ["registry.k8s.io/pause:3.10"]
+    assert called_args(run_all) == ["ctr", "-n", "k8s.io", "images", "import", docker]

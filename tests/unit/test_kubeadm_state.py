@@ -64,7 +64,7 @@ def m(state_dir):
     names = ["init_status", "join_status", "has_local_files", "init", "api_ready", "token_list",
              "token_create", "token_delete", "upload_certs", "ca_cert_hash", "nodes",
              "etcd_members", "evictable_pods", "join", "reset", "drain", "delete_node", "apply",
-             "object_exists"]
+             "object_exists", "images", "archive_images", "import_images", "sync_pod_network"]
     mocks = {f"kubeadm.{n}": create_autospec(getattr(mod, n)) for n in names}
     mocks["kubeadm.api_ready"].return_value = True
     mocks["kubeadm.ca_cert_hash"].return_value = HASH
@@ -768,3 +768,86 @@ def test_certificates_renewed_fails_when_the_api_does_not_come_back(cert_mocks):
     ret = states.certificates_renewed("c", restart_wait=0)
     assert ret["result"] is False and ret["changes"] == {}
     assert "did not answer within 120 s" in ret["comment"]
+
+
+# --- images_imported -------------------------------------------------------------------------
+
+@pytest.fixture
+def archives(tmp_path):
+    d = tmp_path / "images"
+    d.mkdir()
+    for name in ("etcd", "pause"):
+        (d / f"{name}.tar").write_bytes(b"")
+    return d
+
+
+def refs_of(path):
+    return {"etcd.tar": ["registry.k8s.io/etcd:3.5.15-0"],
+            "pause.tar": ["registry.k8s.io/pause:3.10"]}[path.rsplit("/", 1)[1]]
+
+
+def test_images_imported_imports_only_what_containerd_lacks(m, archives, test_mode):
+    m["kubeadm.images"].return_value = ["registry.k8s.io/pause:3.10"]
+    m["kubeadm.archive_images"].side_effect = refs_of
+    ret = states.images_imported(str(archives))
+    expect_applied(ret, test_mode)
+    assert ret["changes"] == {"images": {"old": [], "new": ["registry.k8s.io/etcd:3.5.15-0"]}}
+    if test_mode:
+        m["kubeadm.import_images"].assert_not_called()
+    else:
+        m["kubeadm.import_images"].assert_called_once_with(str(archives / "etcd.tar"), "k8s.io")
+
+
+def test_images_imported_nothing_to_do_and_bad_directories(m, archives, tmp_path):
+    m["kubeadm.images"].return_value = ["registry.k8s.io/etcd:3.5.15-0",
+                                        "registry.k8s.io/pause:3.10"]
+    m["kubeadm.archive_images"].side_effect = refs_of
+    ret = states.images_imported(str(archives))
+    assert ret["result"] is True and ret["changes"] == {}
+    ret = states.images_imported(str(tmp_path / "nowhere"))
+    assert ret["result"] is False and "no image archives" in ret["comment"]
+    m["kubeadm.archive_images"].side_effect = CommandExecutionError("x.tar is not an image archive")
+    ret = states.images_imported(str(archives))
+    assert ret["result"] is False and "not an image archive" in ret["comment"]
+
+
+# --- pod_network_routed ----------------------------------------------------------------------
+
+@pytest.fixture
+def kubelet_conf(tmp_path):
+    kube = tmp_path / "kube"
+    kube.mkdir()
+    (kube / "kubelet.conf").write_text("")
+    return kube
+
+
+def test_pod_network_routed_applies_what_the_sync_reports(m, kubelet_conf, test_mode):
+    changes = {"routes": {"old": {}, "new": {"10.244.1.0/24": "10.1.0.21"}}}
+    m["kubeadm.sync_pod_network"].return_value = {"pod_cidr": "10.244.0.0/24",
+                                                  "changes": changes}
+    ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
+    expect_applied(ret, test_mode)
+    assert ret["changes"] == changes
+    m["kubeadm.sync_pod_network"].assert_called_once_with(
+        "k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf), test=test_mode)
+
+
+def test_pod_network_routed_waits_for_the_nodes_cidr(m, kubelet_conf, monkeypatch):
+    monkeypatch.setattr(states.time, "sleep", lambda s: None)
+    m["kubeadm.sync_pod_network"].side_effect = [
+        CommandExecutionError("the API gives node k8s-cp-1 no pod CIDR (yet)"),
+        {"pod_cidr": "10.244.0.0/24", "changes": {}}]
+    ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
+    assert ret["result"] is True and ret["changes"] == {} and "matches" in ret["comment"]
+    m["kubeadm.sync_pod_network"].side_effect = CommandExecutionError("ip: RTNETLINK failed")
+    ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
+    assert ret["result"] is False and "RTNETLINK" in ret["comment"]
+
+
+def test_pod_network_routed_before_the_join(m, tmp_path, test_mode):
+    ret = states.pod_network_routed("k8s-worker-1", "10.244.0.0/16", kube_dir=str(tmp_path))
+    if test_mode:
+        assert ret["result"] is None and "once it joined" in ret["comment"]
+    else:
+        assert ret["result"] is False and "has not joined" in ret["comment"]
+    m["kubeadm.sync_pod_network"].assert_not_called()

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import tarfile
 import tempfile
 import time
 
@@ -78,6 +79,13 @@ RENEW_LONG_NAMES = {
                       "to use",
     "super-admin.conf": "certificate embedded in the kubeconfig file for the super-admin",
 }
+# The routed pod network (kubeadm:network:mode routed): the routes kos keeps carry this
+# iproute2 protocol number (unassigned in /etc/iproute2/rt_protos), so they are told apart
+# from everyone else's; the pods' bridge and the CNI configuration that makes it.
+POD_ROUTE_PROTO = "149"
+POD_BRIDGE = "kos0"
+POD_CNI_CONF = "/etc/cni/net.d/10-kos-routed.conflist"
+POD_EGRESS_COMMENT = "kos: pod egress"
 DRY_RUN_DIR_RE = re.compile(r'"(/etc/kubernetes/tmp/kubeadm-init-dryrun\d+)"')
 
 
@@ -864,7 +872,7 @@ def nodes(kubeconfig=None):
 
         salt 'k8s-cp-1*' kubeadm.nodes
     """
-    key = "kubeadm.nodes"
+    key = f"kubeadm.nodes:{kubeconfig}"
     if key in __context__:
         return __context__[key]
     res = _kubectl(["get", "nodes", "-o", "json"], kubeconfig)
@@ -891,6 +899,7 @@ def nodes(kubeconfig=None):
             "unschedulable": bool(spec.get("unschedulable")),
             "taints": spec.get("taints") or [],
             "version": (status.get("nodeInfo") or {}).get("kubeletVersion"),
+            "pod_cidr": spec.get("podCIDR"),
         }
     __context__[key] = ret
     return ret
@@ -1028,3 +1037,181 @@ def api_ready(timeout=60, kubeconfig=None, interval=1):
         if time.time() >= deadline:
             return False
         time.sleep(interval)
+
+
+# -- images without a registry ----------------------------------------------------------------
+
+
+def images(namespace="k8s.io"):
+    """
+    Return the references of the images containerd holds in ``namespace`` (``ctr images
+    list``), without the bare digests.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.images
+    """
+    res = _run(["-n", namespace, "images", "list", "-q"], binary="ctr")
+    return sorted(ref for ref in res["stdout"].split() if not ref.startswith("sha256:"))
+
+
+def archive_images(path):
+    """
+    Return the image references an archive names: ``RepoTags`` of a ``docker save``
+    archive, the ``io.containerd.image.name`` / ``org.opencontainers.image.ref.name``
+    annotations of an OCI layout.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.archive_images /srv/images/pause.tar
+    """
+    refs = []
+    try:
+        with tarfile.open(path) as tar:
+            names = set(tar.getnames())
+            if "manifest.json" in names:
+                for entry in json.load(tar.extractfile("manifest.json")):
+                    refs += entry.get("RepoTags") or []
+            elif "index.json" in names:
+                for desc in json.load(tar.extractfile("index.json")).get("manifests", []):
+                    notes = desc.get("annotations") or {}
+                    ref = notes.get("io.containerd.image.name") or notes.get(
+                        "org.opencontainers.image.ref.name")
+                    if ref:
+                        refs.append(ref)
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        raise CommandExecutionError(f"{path} is not an image archive: {exc}") from exc
+    return refs
+
+
+def import_images(path, namespace="k8s.io"):
+    """
+    Import an image archive into containerd's ``namespace`` (``ctr images import``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.import_images /srv/images/pause.tar
+    """
+    _run(["-n", namespace, "images", "import", path], binary="ctr")
+    return archive_images(path)
+
+
+# -- the routed pod network -------------------------------------------------------------------
+
+
+def _ip(args, ok_retcodes=(0,)):
+    return _run(args, binary="ip", ok_retcodes=ok_retcodes)
+
+
+def _cni_conf(pod_cidr):
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": "kos-routed",
+        "plugins": [
+            {
+                "type": "bridge", "bridge": POD_BRIDGE, "isGateway": True,
+                # other nodes' pods see this pod's own address: no NAT inside the cluster
+                "ipMasq": False, "hairpinMode": True,
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]],
+                         "routes": [{"dst": "0.0.0.0/0"}]},
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+    return json.dumps(conf, indent=2, sort_keys=True) + "\n"
+
+
+def pod_routes():
+    """
+    Return the pod routes kos keeps on this node: ``{pod CIDR: via}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.pod_routes
+    """
+    res = _ip(["-j", "route", "show", "proto", POD_ROUTE_PROTO])
+    try:
+        rows = json.loads(res["stdout"] or "[]")
+    except ValueError as exc:
+        raise CommandExecutionError("ip printed no route list") from exc
+    return {row["dst"]: row.get("gateway") for row in rows}
+
+
+def sync_pod_network(node_name, cluster_cidr, kube_dir=None, cni_conf=POD_CNI_CONF, test=False):
+    """
+    Bring this node's routed pod network in line with the API's nodes (read with the
+    kubelet's own credential): the CNI configuration for this node's pod CIDR, a route to
+    every other node's pod CIDR via its InternalIP (routes of gone nodes removed), and
+    masquerading of what the pods send out of the cluster. Returns ``{"pod_cidr",
+    "changes"}``; ``test`` changes nothing.
+
+    node_name
+        This node's name in Kubernetes.
+
+    cluster_cidr
+        The cluster's pod network (kubeadm's podSubnet).
+
+    cni_conf
+        Where the CNI configuration goes.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-1*' kubeadm.sync_pod_network k8s-worker-1 10.244.0.0/16
+    """
+    kubeconfig = os.path.join(_kube_dir(kube_dir), "kubelet.conf")
+    if not os.path.exists(kubeconfig):
+        raise CommandExecutionError(f"{kubeconfig} is missing: this node has not joined")
+    __context__.pop(f"kubeadm.nodes:{kubeconfig}", None)
+    found = nodes(kubeconfig=kubeconfig)
+    mine = found.get(node_name) or {}
+    if not mine.get("pod_cidr"):
+        raise CommandExecutionError(f"the API gives node {node_name} no pod CIDR (yet)")
+    changes = {}
+    conf = _cni_conf(mine["pod_cidr"])
+    try:
+        with salt.utils.files.fopen(cni_conf) as fh:
+            old_conf = fh.read()
+    except OSError:
+        old_conf = None
+    if old_conf != conf:
+        old = json.loads(old_conf)["plugins"][0]["ipam"]["ranges"][0][0]["subnet"] if (
+            old_conf and POD_BRIDGE in old_conf) else None
+        changes["cni"] = {"old": old, "new": mine["pod_cidr"]}
+        if not test:
+            os.makedirs(os.path.dirname(cni_conf), exist_ok=True)
+            with salt.utils.files.fopen(cni_conf + ".tmp", "w") as fh:
+                fh.write(conf)
+            os.replace(cni_conf + ".tmp", cni_conf)
+    want = {
+        n["pod_cidr"]: n["ip"] for name, n in found.items()
+        if name != node_name and n.get("pod_cidr") and n.get("ip")
+    }
+    have = pod_routes()
+    add = {dst: via for dst, via in want.items() if have.get(dst) != via}
+    gone = sorted(dst for dst in have if dst not in want)
+    if add or gone:
+        changes["routes"] = {"old": have, "new": want}
+    if not test:
+        for dst, via in sorted(add.items()):
+            _ip(["route", "replace", dst, "via", via, "proto", POD_ROUTE_PROTO])
+        for dst in gone:
+            _ip(["route", "del", dst, "proto", POD_ROUTE_PROTO], ok_retcodes=(0, 2))
+    rule = ["-s", cluster_cidr, "!", "-d", cluster_cidr, "-m", "comment", "--comment",
+            POD_EGRESS_COMMENT, "-j", "MASQUERADE"]
+    present = _run(["-t", "nat", "-C", "POSTROUTING", *rule], binary="iptables",
+                   ok_retcodes=(0, 1))["retcode"] == 0
+    if not present:
+        changes["egress"] = {"old": None, "new": f"masquerade {cluster_cidr} leaving it"}
+        if not test:
+            _run(["-t", "nat", "-A", "POSTROUTING", *rule], binary="iptables")
+    return {"pod_cidr": mine["pod_cidr"], "changes": changes}

@@ -7,6 +7,7 @@ Join tokens and certificate keys never appear in a state's changes or comment;
 only their expiry does.
 """
 
+import glob
 import hashlib
 import os
 import time
@@ -759,4 +760,81 @@ def certificates_renewed(name, within_days=30, force=False, restart_wait=20, tim
         "old": due, "new": {cert: (after.get(cert) or {}).get("days") for cert in due}}}
     ret["comment"] = (f"renewed {len(renewed)} certificates; restarted "
                       f"{', '.join(n[: -len('.yaml')] for n in restarted) or 'no static Pod'}")
+    return ret
+
+
+def images_imported(name, namespace="k8s.io"):
+    """
+    Ensure every image that the archives (``*.tar``) in directory ``name`` hold is in
+    containerd's ``namespace``; missing ones are imported (``ctr images import``), so
+    kubeadm finds them and pulls nothing. For a node that reaches no registry.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"import the images of {name}")
+    try:
+        archives = sorted(glob.glob(os.path.join(name, "*.tar")))
+        if not archives:
+            return _fail(ret, f"no image archives (*.tar) in {name}")
+        have = set(__salt__["kubeadm.images"](namespace))
+        missing = {}
+        for path in archives:
+            refs = __salt__["kubeadm.archive_images"](path)
+            if not refs:
+                return _fail(ret, f"{path} names no image")
+            if not set(refs) <= have:
+                missing[path] = refs
+        if not missing:
+            ret["comment"] = f"every image of {len(archives)} archives is in containerd"
+            return ret
+        wanted = sorted(ref for refs in missing.values() for ref in refs)
+        ret["changes"] = {"images": {"old": sorted(set(wanted) & have), "new": wanted}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"would import {', '.join(wanted)}"
+            return ret
+        for path in missing:
+            __salt__["kubeadm.import_images"](path, namespace)
+        ret["comment"] = f"imported {', '.join(wanted)}"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"importing images from {name} failed: {exc}")
+    return ret
+
+
+def pod_network_routed(name, cluster_cidr, timeout=60, kube_dir=None):
+    """
+    Ensure node ``name``'s routed pod network matches the API (``kubeadm.sync_pod_network``:
+    the CNI configuration for its pod CIDR, routes to the other nodes' pod CIDRs, egress
+    masquerading). Waits up to ``timeout`` seconds for the controller manager to give the
+    node its pod CIDR.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"set up the routed pod network of {name}")
+    kubelet_conf = os.path.join(kube_dir or "/etc/kubernetes", "kubelet.conf")
+    if not os.path.exists(kubelet_conf):
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"would set up the routed pod network of {name} once it joined"
+            return ret
+        return _fail(ret, f"{kubelet_conf} is missing: {name} has not joined")
+    deadline = time.time() + float(timeout)
+    while True:
+        try:
+            res = __salt__["kubeadm.sync_pod_network"](
+                name, cluster_cidr, kube_dir=kube_dir, test=__opts__["test"])
+            break
+        except CommandExecutionError as exc:
+            if "no pod CIDR" not in str(exc) or time.time() > deadline:
+                return _fail(ret, f"the routed pod network of {name}: {exc}")
+            time.sleep(2)
+    ret["changes"] = res["changes"]
+    if res["changes"] and __opts__["test"]:
+        ret["result"] = None
+        ret["comment"] = f"would bring the routed pod network of {name} ({res['pod_cidr']}) " \
+                         "in line with the API"
+    elif res["changes"]:
+        ret["comment"] = f"routed pod network of {name} ({res['pod_cidr']}) in line with the API"
+    else:
+        ret["comment"] = f"the routed pod network of {name} ({res['pod_cidr']}) matches the API"
     return ret

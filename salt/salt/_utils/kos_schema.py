@@ -133,6 +133,8 @@ FORMATS = {
                  "salt://files/motd"),
     "url": (_regex(r"https?://\S+"), "an http(s):// URL", "https://keystone.example.com:5000/v3"),
     "https-url": (_regex(r"https://\S+"), "an https:// URL", "https://10.1.0.31:2379"),
+    "mirror-url": (_regex(r"(https://|file:/)\S+"), "an https:// URL or a file: path (a mirror)",
+                   "https://pkgs.k8s.io/core:/stable:/v1.31/deb/"),
     "unix-url": (_regex(r"unix:///\S+"), "a unix:// socket URL",
                  "unix:///var/run/containerd/containerd.sock"),
     "octal-mode": (_regex(r"0?[0-7]{3,4}"), "an octal file mode", "'0644'"),
@@ -426,10 +428,25 @@ CCM_CREDENTIALS = s.DictItem(
 KUBEADM = section("The kubeadm distribution.", {
     "version": text("kubernetesVersion.", "k8s-version"),
     "package_version": text("kubelet/kubeadm/kubectl package version.", "deb-version"),
-    "repo": section("pkgs.k8s.io repository.", {
-        "url": text("Repository URL.", "https-url"),
-        "key_url": text("Signing key URL.", "https-url"),
+    "repo": section("pkgs.k8s.io repository (or a mirror of it).", {
+        "url": text("Repository URL.", "mirror-url"),
+        "key_url": text("Signing key URL.", "mirror-url"),
         "keyring": path("Keyring path."),
+    }),
+    "images": section("Images without a registry.", {
+        "archive_dir": nullable(path("Image archives imported into containerd.")),
+    }),
+    "containerd": section("containerd.", {
+        "cni_bin_dir": path("CNI plugins."),
+        "restrict_oom_score_adj": flag("Never below containerd's own OOM score."),
+    }),
+    "network": section("The pod network.", {
+        "mode": choice("kube-router or routed.", ("kube-router", "routed"), title="mode"),
+        "sync_seconds": seconds("routed: route sync interval", 5, 3600),
+    }),
+    "kube_proxy": section("kube-proxy (routed mode).", {
+        "conntrack_max_per_core": nullable(integer("conntrack maxPerCore; 0 leaves it.", 0,
+                                                   2**31 - 1)),
     }),
     "manage": section("Switch a part off where something else owns it.", {
         name: flag(f"Manage {name}.") for name in (

@@ -2,6 +2,7 @@
     encapsulation, network policies, and the service proxy in place of kube-proxy),
     applied from the first control plane. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
+{%- if kubeadm.network.mode == 'kube-router' %}
 include:
   - kubeadm.master
 
@@ -20,3 +21,4 @@ kubeadm-cni-kubeadm-manifest_applied-kube_router:
     - require:
       - file: kubeadm-cni-file-managed-kube_router
       - kubeadm: kubeadm-master-kubeadm-initialized
+{%- endif %}

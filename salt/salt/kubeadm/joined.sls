@@ -5,6 +5,7 @@
 {%- from "kos/map.jinja" import kos with context %}
 include:
   - kubeadm
+  - kubeadm.network
 {%- if kubeadm.role == 'control_plane' %}
   - kubeadm.ccm
 {%- endif %}

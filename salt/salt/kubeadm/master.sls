@@ -5,6 +5,7 @@
 include:
   - kubeadm
   - kubeadm.cni
+  - kubeadm.network
   - kubeadm.ccm
 
 kubeadm-master-file-managed-config:

@@ -113,3 +113,14 @@ kubeadm-prepare-service-enabled-kubelet:
   service.enabled:
     - name: kubelet
 {%- endif %}
+{%- if kubeadm.images.archive_dir %}
+
+# No registry: kubeadm finds every image it would pull already in containerd.
+kubeadm-prepare-kubeadm-images_imported:
+  kubeadm.images_imported:
+    - name: {{ kubeadm.images.archive_dir }}
+{%- if kubeadm.manage.services %}
+    - require:
+      - service: kubeadm-prepare-service-running-containerd
+{%- endif %}
+{%- endif %}

@@ -1,0 +1,40 @@
+{#- The routed pod network (kubeadm:network:mode routed): no encapsulation and no network
+    plugin of its own. The controller manager gives each node a pod CIDR; this node's pods
+    sit on a bridge with addresses from its CIDR (the bridge and host-local CNI plugins),
+    and every other node's CIDR is routed via that node's address. The routes follow the
+    API's nodes: once here, after this node initialised or joined, and every
+    sync_seconds from the minion's scheduler, so a node that joins or leaves, or a reboot,
+    needs no orchestration. kube-proxy is the service proxy. #}
+{%- from "kubeadm/map.jinja" import kubeadm with context %}
+{%- if kubeadm.network.mode == 'routed' %}
+{%- set joined = 'kubeadm-master-kubeadm-initialized' if kubeadm.first else 'kubeadm-joined-kubeadm-joined' %}
+include:
+  - kubeadm.{{ 'master' if kubeadm.first else 'joined' }}
+
+kubeadm-network-kubeadm-pod_network_routed:
+  kubeadm.pod_network_routed:
+    - name: {{ kubeadm.node_name }}
+    - cluster_cidr: {{ kubeadm.pod_cidr }}
+    - kube_dir: {{ kubeadm.kube_dir }}
+    - require:
+      - kubeadm: {{ joined }}
+
+kubeadm-network-schedule-present-pod_routes:
+  schedule.present:
+    - name: kos-pod-routes
+    - function: kubeadm.sync_pod_network
+    - job_kwargs:
+        node_name: {{ kubeadm.node_name }}
+        cluster_cidr: {{ kubeadm.pod_cidr }}
+        kube_dir: {{ kubeadm.kube_dir }}
+    - seconds: {{ kubeadm.network.sync_seconds }}
+    - return_job: False
+    - persist: True
+    - require:
+      - kubeadm: kubeadm-network-kubeadm-pod_network_routed
+{%- else %}
+
+kubeadm-network-schedule-absent-pod_routes:
+  schedule.absent:
+    - name: kos-pod-routes
+{%- endif %}
