@@ -4,7 +4,6 @@ Every simulated node gets its own root under tmp_path and its own loopback addre
 the stand-in API servers started here are killed by pidfile when the module ends.
 """
 
-import hashlib
 import json
 import os
 import random
@@ -17,11 +16,12 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tests.standins import scenarios
+
 BIN = Path(__file__).resolve().parent / "bin"
-HINT = "To see the stack trace of this error execute with --v=5 or higher\n"
+HINT = scenarios.HINT
 PIDFILE = "var/run/kos-standin-apiserver.pid"
 MARKER = b"kos-standin-apiserver"
 
@@ -40,7 +40,7 @@ Please, check the contents of the $HOME/.kube/config file.
 RESET_FILES = ("[reset] Deleting files: [/etc/kubernetes/admin.conf /etc/kubernetes/super-admin.conf "
                "/etc/kubernetes/kubelet.conf /etc/kubernetes/bootstrap-kubelet.conf "
                "/etc/kubernetes/controller-manager.conf /etc/kubernetes/scheduler.conf]\n")
-TOKEN_RE = r"[a-z0-9]{6}\.[a-z0-9]{16}"
+TOKEN_RE = scenarios.TOKEN_RE
 KLOG_RE = r"[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [a-z_]+\.go:\d+\] "
 
 
@@ -61,11 +61,7 @@ def _free_base():
 
 
 def ca_hash(cert_path):
-    """The B.5 hash, computed independently of the stand-in."""
-    cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
-    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
-                                          serialization.PublicFormat.SubjectPublicKeyInfo)
-    return "sha256:" + hashlib.sha256(spki).hexdigest()
+    return scenarios.ca_hash(Path(cert_path).read_bytes())
 
 
 def alive(pid):
@@ -113,6 +109,9 @@ class Node:
 
     def path(self, p):
         return self.root / p.lstrip("/")
+
+    def read(self, p):
+        return self.path(p).read_bytes()
 
     def _env(self, extra):
         env = {k: v for k, v in os.environ.items() if not k.startswith("KOS_STANDIN_")}
@@ -364,44 +363,19 @@ def test_config_mixed_with_flags_and_unknown_flag(cluster):
 
 
 def test_version(cluster):
-    assert cluster.kubeadm("version", "-o", "short").stdout == "v1.31.4\n"
+    scenarios.version(cluster)
     assert cluster.kubeadm("version", "-o", "short",
                            KOS_STANDIN_KUBE_VERSION="v1.32.2").stdout == "v1.32.2\n"
-    assert cluster.kubeadm("version").stdout.startswith(
-        'kubeadm version: &version.Info{Major:"1", Minor:"31", GitVersion:"v1.31.4", ')
 
 
 # ---------------------------------------------------------------------------
 # certificates (D.6.1)
 
-EXPIRY_ROW = r"[A-Z][a-z]{2} \d\d, \d{4} \d\d:\d\d UTC"
+EXPIRY_ROW = scenarios.EXPIRY_ROW
 
 
 def test_certs_check_expiration_layout(cluster):
-    r = cluster.kubeadm("certs", "check-expiration")
-    assert r.returncode == 0 and r.stderr == "", r.stderr
-    lines = r.stdout.split("\n")
-    assert lines[:3] == [
-        '[check-expiration] Reading configuration from the "kubeadm-config" ConfigMap in '
-        'namespace "kube-system"...',
-        "[check-expiration] Use 'kubeadm init phase upload-config kubeadm --config "
-        "your-config-file' to re-upload it.",
-        "",
-    ]
-    # one tabwriter (10, 4, 3): the widest first cell is apiserver-kubelet-client (24 + 3)
-    assert lines[3] == ("CERTIFICATE                EXPIRES                  RESIDUAL TIME   "
-                        "CERTIFICATE AUTHORITY   EXTERNALLY MANAGED")
-    names = [line.split()[0] for line in lines[4:15]]
-    assert names == ["admin.conf", "apiserver", "apiserver-etcd-client",
-                     "apiserver-kubelet-client", "controller-manager.conf",
-                     "etcd-healthcheck-client", "etcd-peer", "etcd-server",
-                     "front-proxy-client", "scheduler.conf", "super-admin.conf"]
-    assert re.fullmatch(r"apiserver {18}%s   36[45]d {12}ca {22}no {6}" % EXPIRY_ROW,
-                        lines[5]), repr(lines[5])
-    assert lines[15:17] == ["", "CERTIFICATE AUTHORITY   EXPIRES                  "
-                                "RESIDUAL TIME   EXTERNALLY MANAGED"]
-    assert re.fullmatch(r"etcd-ca {17}%s   9y {14}no {6}" % EXPIRY_ROW, lines[18]), lines[18]
-    assert lines[20:] == [""]
+    scenarios.certs_check_expiration_layout(cluster)
 
 
 def test_certs_check_expiration_on_a_dead_api_server_and_a_missing_file(lab):
@@ -425,8 +399,8 @@ def test_certs_check_expiration_on_a_dead_api_server_and_a_missing_file(lab):
     assert lines[17] == "%-27s" % "!MISSING! etcd-ca"
 
 
-RENEWED = """[renew] Reading configuration from the "kubeadm-config" ConfigMap in namespace "kube-system"...
-[renew] Use 'kubeadm init phase upload-config kubeadm --config your-config-file' to re-upload it.
+RENEWED = """[renew] Reading configuration from the cluster...
+[renew] FYI: You can look at this config file with 'kubectl -n kube-system get cm kubeadm-config -o yaml'
 
 certificate embedded in the kubeconfig file for the admin to use and for kubeadm itself renewed
 certificate for serving the Kubernetes API renewed
@@ -478,45 +452,7 @@ def test_certs_renew_one_prints_one_line(cluster):
 # tokens (B.4)
 
 def test_token_create_list_delete(cluster):
-    tok = "qw12er.0123456789qwerty"
-    r = cluster.kubeadm("token", "create", tok, "--ttl", "2h", "--description", "kos test")
-    assert (r.returncode, r.stdout, r.stderr) == (0, tok + "\n", "")
-    forever = "zz9yx8.0123456789abcdef"
-    assert cluster.kubeadm("token", "create", forever, "--ttl", "0").returncode == 0
-    r = cluster.kubeadm("token", "create", tok)
-    assert (r.returncode, r.stderr) == (1, 'a token with id "qw12er" already exists\n' + HINT)
-
-    r = cluster.kubeadm("token", "list")
-    assert r.returncode == 0 and r.stderr == ""
-    lines = r.stdout.splitlines()
-    assert lines[0] == ("TOKEN                     TTL         EXPIRES                USAGES     "
-                        "              DESCRIPTION                                                "
-                        "EXTRA GROUPS")
-    groups = "system:bootstrappers:kubeadm:default-node-token"
-    row = [x for x in lines if x.startswith(tok)][0]
-    assert re.fullmatch(r"%s   1h          \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ   authentication,signing"
-                        r"   kos test {48}   %s" % (re.escape(tok), groups), row)
-    assert ("%s   <forever>   <never>   authentication,signing   <none>%s   %s"
-            % (forever, " " * 50, groups)) in lines
-    proxy = [x for x in lines if "Proxy for managing TTL for the kubeadm-certs secret" in x]
-    assert proxy and re.fullmatch(r"%s   1h          \S{20}   <none>                   Proxy for "
-                                  r"managing TTL for the kubeadm-certs secret        <none>"
-                                  % TOKEN_RE, proxy[0])
-
-    r = cluster.kubeadm("token", "delete", tok)
-    assert (r.returncode, r.stdout) == (0, 'bootstrap token "qw12er" deleted\n')
-    assert tok not in cluster.kubeadm("token", "list").stdout
-    r = cluster.kubeadm("token", "delete", "qw12er")
-    assert (r.returncode, r.stderr) == (1, 'failed to delete bootstrap token "qw12er": secrets '
-                                           '"bootstrap-token-qw12er" not found\n' + HINT)
-
-    r = cluster.kubeadm("token", "create", "--print-join-command")
-    h = ca_hash(cluster.path("/etc/kubernetes/pki/ca.crt"))
-    assert re.fullmatch(r"kubeadm join %s:6443 --token %s --discovery-token-ca-cert-hash %s \n"
-                        % (re.escape(cluster.ip), TOKEN_RE, h), r.stdout)
-    r = cluster.kubeadm("token", "create", "--certificate-key", "ab" * 32)
-    assert (r.returncode, r.stderr) == (1, "cannot use --certificate-key without "
-                                           "--print-join-command\n" + HINT)
+    scenarios.token_create_list_delete(cluster, f"{cluster.ip}:6443", str(cluster.config))
 
 
 def test_v1beta3_config_warns_on_stderr(cluster, lab):
@@ -596,8 +532,8 @@ def test_join_connection_refused(lab):
 # successful joins (B.6.2, B.9)
 
 WORKER_RE = r"""\[preflight\] Running pre-flight checks
-\[preflight\] Reading configuration from the "kubeadm-config" ConfigMap in namespace "kube-system"\.\.\.
-\[preflight\] Use 'kubeadm init phase upload-config --config your-config\.yaml' to re-upload it\.
+\[preflight\] Reading configuration from the cluster\.\.\.
+\[preflight\] FYI: You can look at this config file with 'kubectl -n kube-system get cm kubeadm-config -o yaml'
 \[kubelet-start\] Writing kubelet configuration to file "/var/lib/kubelet/config\.yaml"
 \[kubelet-start\] Writing kubelet environment file with flags to file "/var/lib/kubelet/kubeadm-flags\.env"
 \[kubelet-start\] Starting the kubelet
@@ -822,10 +758,9 @@ def test_reset_control_plane_stops_its_api_server(cluster, lab):
     r = cp2.kubeadm("reset", "-f")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(
-        '[reset] Reading configuration from the "kubeadm-config" ConfigMap in namespace '
-        '"kube-system"...\n'
-        "[reset] Use 'kubeadm init phase upload-config --config your-config.yaml' to re-upload "
-        "it.\n[preflight] Running pre-flight checks\n"
+        "[reset] Reading configuration from the cluster...\n"
+        "[reset] FYI: You can look at this config file with 'kubectl -n kube-system get cm "
+        "kubeadm-config -o yaml'\n[preflight] Running pre-flight checks\n"
         "[reset] Deleted contents of the etcd data directory: /var/lib/etcd\n")
     assert daemon_pid(cp2.root) is None and not alive(pid)
     assert not cp2.path("/etc/kubernetes/admin.conf").exists()

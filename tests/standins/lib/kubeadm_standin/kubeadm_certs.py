@@ -12,6 +12,7 @@ import re
 import subprocess
 
 from . import common, env, gofmt, kubeconfig, pki
+from .kubeadm_join import _upload_config_hint
 
 KUBE_DIR = "/etc/kubernetes"
 PKI_DIR = KUBE_DIR + "/pki"
@@ -35,12 +36,6 @@ AUTHORITIES = (
     ("ca", "pki/ca"),
     ("etcd-ca", "pki/etcd/ca"),
     ("front-proxy-ca", "pki/front-proxy-ca"),
-)
-READING = (
-    '[check-expiration] Reading configuration from the "kubeadm-config" ConfigMap in '
-    'namespace "kube-system"...',
-    "[check-expiration] Use 'kubeadm init phase upload-config kubeadm --config "
-    "your-config-file' to re-upload it.",
 )
 FALLBACK = ("[check-expiration] Error reading configuration from the Cluster. "
             "Falling back to default configuration")
@@ -110,7 +105,7 @@ def _api_config_readable(kubeconfig_path):
 def _reading(prefix, kubeconfig_path):
     """The configuration lines both commands print first (and a blank line)."""
     if _api_config_readable(kubeconfig_path):
-        env.out("\n".join(line.replace("[check-expiration]", prefix) for line in READING))
+        _upload_config_hint(prefix.strip("[]"))
     else:
         env.out(FALLBACK.replace("[check-expiration]", prefix))
     env.out()

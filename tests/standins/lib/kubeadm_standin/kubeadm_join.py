@@ -230,7 +230,9 @@ def _hostport(server):
 # ---------------------------------------------------------------------------
 
 def _upload_config_hint(prefix):
-    if env.minor() <= 30:
+    # v1.31.4 itself prints the older pair (cmd/kubeadm/app/util/config/cluster.go); the
+    # ConfigMap wording came with 1.32
+    if env.minor() <= 31:
         env.out("[%s] Reading configuration from the cluster..." % prefix)
         env.out("[%s] FYI: You can look at this config file with 'kubectl -n kube-system get cm "
                 "kubeadm-config -o yaml'" % prefix)

@@ -1,0 +1,48 @@
+"""
+The kubeadm stand-in is held to the real kubeadm: the scenarios of tests/standins (token
+create, list and delete, the join command, certificate expiry, version) run here against
+the real binary on the rehearsal cloud's first control plane, with the very assertions
+the stand-in passes in tests/standins/test_kubeadm_standin.py.
+"""
+
+import pytest
+
+from kos.local import kubernetes
+from tests.standins import scenarios
+
+pytestmark = pytest.mark.netns
+
+
+class RealNode:
+    """kubeadm on a host of the real cluster."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def kubeadm(self, *args):
+        return self.host.run("kubeadm", *args, check=False, timeout=120)
+
+    def read(self, path):
+        return self.host.path(path).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def first(cluster):
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        pytest.skip("microk8s is the stand-ins on the rehearsal cloud")
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    return RealNode(cluster.host("k8s-cp-1"))
+
+
+def test_version_as_the_stand_in_prints_it(first):
+    scenarios.version(first, kubernetes.pinned_version())
+
+
+def test_certificate_expiry_laid_out_as_the_stand_in_lays_it_out(first):
+    scenarios.certs_check_expiration_layout(first)
+
+
+def test_tokens_as_the_stand_in_handles_them(first):
+    # kos's nodes join through their local haproxy: the controlPlaneEndpoint
+    scenarios.token_create_list_delete(first, "127.0.0.1:7443",
+                                       "/etc/kubernetes/kubeadm-config.yaml")

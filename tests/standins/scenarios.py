@@ -1,0 +1,123 @@
+"""
+Scenarios of the kubeadm CLI reference (PART B) that run against any kubeadm: the
+stand-in (tests/standins/test_kubeadm_standin.py) and the real binary on the rehearsal
+cloud's kubeadm cluster (tests/e2e/test_standins_match_real.py), so the stand-in is held
+to the real thing with the very same assertions.
+
+``node`` offers ``kubeadm(*args)`` (a finished process: returncode, stdout, stderr) and
+``read(path)`` (bytes of a file on the node); ``endpoint`` is the address the node's join
+commands name (its controlPlaneEndpoint).
+"""
+
+import hashlib
+import re
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+HINT = "To see the stack trace of this error execute with --v=5 or higher\n"
+TOKEN_RE = r"[a-z0-9]{6}\.[a-z0-9]{16}"
+EXPIRY_ROW = r"[A-Z][a-z]{2} \d\d, \d{4} \d\d:\d\d UTC"
+
+
+def ca_hash(pem):
+    """The B.5 hash of a CA certificate, computed independently of any kubeadm."""
+    cert = x509.load_pem_x509_certificate(pem)
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+def version(node, want="v1.31.4"):
+    assert node.kubeadm("version", "-o", "short").stdout == want + "\n"
+    major, minor = want.lstrip("v").split(".")[:2]
+    assert node.kubeadm("version").stdout.startswith(
+        f'kubeadm version: &version.Info{{Major:"{major}", Minor:"{minor}", '
+        f'GitVersion:"{want}", ')
+
+
+def certs_check_expiration_layout(node):
+    r = node.kubeadm("certs", "check-expiration")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    lines = r.stdout.split("\n")
+    # as v1.31 prints them (cmd/kubeadm/app/util/config/cluster.go)
+    assert lines[:3] == [
+        "[check-expiration] Reading configuration from the cluster...",
+        "[check-expiration] FYI: You can look at this config file with 'kubectl -n "
+        "kube-system get cm kubeadm-config -o yaml'",
+        "",
+    ]
+    # one tabwriter (10, 4, 3): the widest first cell is apiserver-kubelet-client (24 + 3)
+    assert lines[3] == ("CERTIFICATE                EXPIRES                  RESIDUAL TIME   "
+                        "CERTIFICATE AUTHORITY   EXTERNALLY MANAGED")
+    names = [line.split()[0] for line in lines[4:15]]
+    assert names == ["admin.conf", "apiserver", "apiserver-etcd-client",
+                     "apiserver-kubelet-client", "controller-manager.conf",
+                     "etcd-healthcheck-client", "etcd-peer", "etcd-server",
+                     "front-proxy-client", "scheduler.conf", "super-admin.conf"]
+    assert re.fullmatch(r"apiserver {18}%s   36[45]d {12}ca {22}no {6}" % EXPIRY_ROW,
+                        lines[5]), repr(lines[5])
+    assert lines[15:17] == ["", "CERTIFICATE AUTHORITY   EXPIRES                  "
+                                "RESIDUAL TIME   EXTERNALLY MANAGED"]
+    assert re.fullmatch(r"etcd-ca {17}%s   9y {14}no {6}" % EXPIRY_ROW, lines[18]), lines[18]
+    assert lines[20:] == [""]
+
+
+def _tokens(node):
+    return set(re.findall(r"^(%s) " % TOKEN_RE, node.kubeadm("token", "list").stdout, re.M))
+
+
+def token_create_list_delete(node, endpoint, config):
+    """``config``: the node's kubeadm configuration file (for upload-certs)."""
+    before = _tokens(node)
+    # the certificates uploaded for control planes to join: a hidden token owns them
+    r = node.kubeadm("init", "phase", "upload-certs", "--upload-certs", "--config", config)
+    assert r.returncode == 0 and re.search(r"\[upload-certs\] Using certificate key:\n"
+                                           r"[0-9a-f]{64}\n", r.stdout), r.stderr
+    tok = "qw12er.0123456789qwerty"
+    r = node.kubeadm("token", "create", tok, "--ttl", "2h", "--description", "kos test")
+    assert (r.returncode, r.stdout, r.stderr) == (0, tok + "\n", "")
+    forever = "zz9yx8.0123456789abcdef"
+    assert node.kubeadm("token", "create", forever, "--ttl", "0").returncode == 0
+    try:
+        r = node.kubeadm("token", "create", tok)
+        assert (r.returncode, r.stderr) == (1, 'a token with id "qw12er" already exists\n' + HINT)
+
+        r = node.kubeadm("token", "list")
+        assert r.returncode == 0 and r.stderr == ""
+        lines = r.stdout.splitlines()
+        assert lines[0] == ("TOKEN                     TTL         EXPIRES                USAGES "
+                            "                  DESCRIPTION                                        "
+                            "        EXTRA GROUPS")
+        groups = "system:bootstrappers:kubeadm:default-node-token"
+        row = [x for x in lines if x.startswith(tok)][0]
+        assert re.fullmatch(r"%s   1h          \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ   "
+                            r"authentication,signing   kos test {48}   %s"
+                            % (re.escape(tok), groups), row), row
+        assert ("%s   <forever>   <never>   authentication,signing   <none>%s   %s"
+                % (forever, " " * 50, groups)) in lines
+        proxy = [x for x in lines if "Proxy for managing TTL for the kubeadm-certs secret" in x]
+        assert proxy and re.fullmatch(r"%s   1h          \S{20}   <none>                   Proxy "
+                                      r"for managing TTL for the kubeadm-certs secret        "
+                                      r"<none>" % TOKEN_RE, proxy[0]), proxy
+
+        r = node.kubeadm("token", "delete", tok)
+        assert (r.returncode, r.stdout) == (0, 'bootstrap token "qw12er" deleted\n')
+        assert tok not in node.kubeadm("token", "list").stdout
+        r = node.kubeadm("token", "delete", "qw12er")
+        assert (r.returncode, r.stderr) == (1, 'failed to delete bootstrap token "qw12er": '
+                                               'secrets "bootstrap-token-qw12er" not found\n'
+                                               + HINT)
+
+        r = node.kubeadm("token", "create", "--print-join-command")
+        h = ca_hash(node.read("/etc/kubernetes/pki/ca.crt"))
+        assert re.fullmatch(r"kubeadm join %s --token %s --discovery-token-ca-cert-hash %s \n"
+                            % (re.escape(endpoint), TOKEN_RE, h), r.stdout), r.stdout
+        joiner = re.search(TOKEN_RE, r.stdout).group(0)
+        node.kubeadm("token", "delete", joiner)
+        r = node.kubeadm("token", "create", "--certificate-key", "ab" * 32)
+        assert (r.returncode, r.stderr) == (1, "cannot use --certificate-key without "
+                                               "--print-join-command\n" + HINT)
+    finally:
+        for token in _tokens(node) - before:
+            node.kubeadm("token", "delete", token)
