@@ -5,14 +5,17 @@ from abc import ABC, abstractmethod
 
 class Backend(ABC):
     name = None
-    # The Kubernetes on this cloud is the test stand-ins (says so in status).
-    simulated = False
     # The step after which the infrastructure exists (up asks before it, not after).
     create_step = None
 
     def __init__(self, settings, state):
         self.settings = settings
         self.state = state
+
+    def simulates(self, distribution):
+        """Whether ``distribution`` on this cloud is the test stand-ins, not Kubernetes
+        (status says so; nothing runs there to drain)."""
+        return False
 
     @abstractmethod
     def preflight(self, inputs, check_quota=True):

@@ -797,8 +797,8 @@ def status(dep):
     return {
         "cluster": dep.cluster,
         "distribution": dist_name,
-        # The local cloud runs the test stand-ins, not Kubernetes.
-        "simulated": dep.backend.simulated,
+        # The local cloud runs microk8s as the test stand-ins, not Kubernetes.
+        "simulated": dep.backend.simulates(dist_name),
         "api": outputs.get("api_floating_ip"),
         "healthy": healthy,
         "kubernetes_error": k8s_error,
@@ -909,9 +909,6 @@ def drain(dep):
     if not outputs or missing_outputs(outputs):
         ui.info("no infrastructure outputs: nothing to drain")
         return {"drained": []}
-    if dep.backend.simulated:
-        ui.info("a simulated cluster runs no workloads: nothing to drain")
-        return {"drained": []}
     first = first_control_plane(outputs)
     order = sorted(
         (mid for mid, n in outputs["kubernetes_nodes"].items() if mid != first),
@@ -921,6 +918,9 @@ def drain(dep):
     try:
         with dep.master() as master:
             dist = distributions.detect(master, first)
+            if dep.backend.simulates(dist.name):
+                ui.info("a simulated cluster runs no workloads: nothing to drain")
+                return {"drained": []}
             for mid in order:
                 node = outputs["minions"].get(mid, {}).get("hostname") or mid.split(".")[0]
                 for verb, action in (("drain", dist.drain), ("delete", dist.delete)):

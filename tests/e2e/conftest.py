@@ -156,6 +156,10 @@ def leftovers(cluster_name, state):
         found += [f"link {n}" for n in local_net.links(link)]
     found += [f"nspawn {n}" for n in local_hosts.nspawns(pattern)]
     found += [f"materialiser {p}" for p in materialiser.running(cluster_name)]
+    # a kubelet host's own cgroups, in every hierarchy
+    for mount, own in local_hosts.own_cgroups():
+        parent = Path(mount) / own.lstrip("/") / local_hosts.CGROUP_PARENT
+        found += [f"cgroup {d}" for d in parent.glob(f"kos-{cluster_name}-*")]
     root = str(state)
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4]

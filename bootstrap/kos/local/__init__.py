@@ -9,8 +9,13 @@ systemd-nspawn hosts (``openstack.materialiser``) that boot with real cloud-init
 Nova's config drive and take their port's address from Neutron's DHCP; Neutron's own
 agents do the bridging, security groups, routing and floating-IP NAT.
 
-Kubernetes cannot run in these hosts: the distributions are the test stand-ins
-(tests/standins), and everything kos reports about such a cluster says "simulated".
+The kubeadm distribution runs for real: Kubernetes built from source once per version
+(``kubernetes``) is this cloud's mirror of pkgs.k8s.io and of the registry, bound into
+every host read-only; the hosts can run a kubelet and containers (``hosts``), and the
+formula installs, joins and networks the nodes through its ordinary states, pointed at
+the mirror by one pillar layer (``pillar_layer``). microk8s (a snap) cannot run here: it is
+the test stand-ins (tests/standins), and everything kos reports about such a cluster says
+"simulated".
 """
 
 import dataclasses
@@ -31,7 +36,7 @@ from ..errors import CleanupError, ConvergeError
 from ..ssh import agent_findings
 from ..state import fingerprint
 from . import hosts as hosts_mod
-from . import net, provider, rootfs
+from . import kubernetes, net, provider, rootfs
 from .image import files_digest
 from .openstack import materialiser
 from .openstack.cloud import Cloud, cloud_name
@@ -44,26 +49,40 @@ INOTIFY_INSTANCES = 8192
 CLOUD_MEMORY_MB = 3600
 HOST_MEMORY_MB = 160
 
-# What these hosts cannot do: Kubernetes is the stand-ins, so no packages, services, swap,
-# kernel modules or sysctls for a kubelet, and no cloud-controller-manager pods to run.
-CLOUD_LAYER = {
-    "kubeadm": {
-        "ccm": {"enabled": False},
-        "manage": {
-            "packages": False,
-            "services": False,
-            "swap": False,
-            "kernel_modules": False,
-            "sysctl": False,
-        }
-    },
-}
+# Where the hosts see this machine's Kubernetes builds (read-only).
+MIRROR = "/var/lib/kos-mirror/kubernetes"
+# microk8s is the stand-ins: the materialiser puts them on the minions' PATH.
+SIMULATED = ("microk8s",)
+
+
+def pillar_layer(version=None):
+    """The pillar that points the kubeadm formula at this cloud's mirror, and what these
+    hosts differ in from a VM: the kernel's modules are this machine's (a container loads
+    none), its conntrack table and OOM scores are not the host's to change, and no
+    cloud-controller-manager image reaches them."""
+    here = f"{MIRROR}/{kubernetes.root(version or kubernetes.pinned_version()).name}"
+    return {
+        "kubeadm": {
+            "repo": {"url": f"file:{here}/deb/",
+                     "key_url": f"file://{here}/deb/{kubernetes.keyring_name()}"},
+            "images": {"archive_dir": f"{here}/images"},
+            "containerd": {"cni_bin_dir": "/usr/lib/cni", "restrict_oom_score_adj": True},
+            # kube-router is not served by the module proxy in a version without known
+            # flaws, and this kernel has no IPVS for its service proxy
+            "network": {"mode": "routed"},
+            "kube_proxy": {"conntrack_max_per_core": 0},
+            "ccm": {"enabled": False},
+            "manage": {"kernel_modules": False},
+        },
+    }
 
 
 class LocalBackend(Backend):
     name = "local"
-    simulated = True
     create_step = "terraform-apply"
+
+    def simulates(self, distribution):
+        return distribution in SIMULATED
 
     def __init__(self, settings, state):
         from ..backends import OpenStackBackend
@@ -147,13 +166,17 @@ class LocalBackend(Backend):
             always=True,
         )
         outputs = self.openstack.create(inputs, steps, leaving=leaving)
-        ui.info("the Kubernetes distribution on this cloud is simulated (test stand-ins)")
+        if self.simulates(values["kubernetes_distribution"]):
+            ui.info(f"{values['kubernetes_distribution']} on this cloud is simulated "
+                    "(test stand-ins)")
         return outputs
 
     def _cloud_up(self, values):
         _raise_inotify()
         host_image = rootfs.layer().ensure()
         provider.ensure()
+        if not self.simulates(values["kubernetes_distribution"]):
+            kubernetes.ensure()
         avoid = [values[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")]
         try:
             name = self.cloud.ensure(avoid, host_image, tenant_name=values["cluster_name"])
@@ -163,18 +186,23 @@ class LocalBackend(Backend):
                 fix="re-run kos up (it resumes where it stopped); the cloud's logs are under "
                 f"{self.cloud.machine.path('/var/log')}",
             ) from exc
-        pid = self.start_materialiser()
+        pid = self.start_materialiser(values["kubernetes_distribution"])
         plan = self.cloud.plan()
         return {"cloud": name, "api": self.cloud.auth_url(), "external": str(plan.external),
                 "materialiser": pid}
 
-    def start_materialiser(self):
+    def start_materialiser(self, distribution):
+        simulated = self.simulates(distribution)
+        mirror = kubernetes.root(kubernetes.pinned_version()).parent
+        mirror.mkdir(parents=True, exist_ok=True)
         cfg = {
             "cluster": self.state.cluster,
             "local_dir": str(self.dir),
-            "binds": [str(p) for p in hosts_mod.bound_paths()],
+            "binds": [str(p) for p in hosts_mod.bound_paths()] + [f"{mirror}:{MIRROR}"],
             "venv_bin": str(Path(sys.prefix) / "bin"),
-            "standins": str(REPO / "tests" / "standins"),
+            # A real kubelet's hosts; the stand-ins on PATH only where they stand in.
+            "kubelet": not simulated,
+            "standins": str(REPO / "tests" / "standins") if simulated else None,
             "standin_env": {"KOS_STANDIN_DELAY": os.environ.get(JOIN_SECONDS_ENV, "0")},
         }
         here = Path(__file__).resolve().parent
@@ -201,8 +229,8 @@ class LocalBackend(Backend):
         return self.openstack.conn
 
     def pillar_layers(self):
-        return {"_cloud.sls": "# Written by kos for its rehearsal cloud: what these hosts "
-                "cannot do.\n" + yaml.safe_dump(CLOUD_LAYER, sort_keys=True)}
+        return {"_cloud.sls": "# Written by kos for its rehearsal cloud: its mirror, and what "
+                "these hosts cannot do.\n" + yaml.safe_dump(pillar_layer(), sort_keys=True)}
 
     def destroy(self, inputs, steps):
         cluster = inputs.cluster_name
@@ -210,7 +238,7 @@ class LocalBackend(Backend):
         # Without its clouds.yaml entry a cloud never got as far as a Terraform apply.
         if self.cloud.running() and self.cloud.usable():
             self._environment()
-            self.start_materialiser()
+            self.start_materialiser(inputs.values["kubernetes_distribution"])
             self.openstack.destroy(inputs, steps)
             steps.run("cloud-empty", fp, "check nothing of the cluster is left in the cloud",
                       self.leftovers_in_cloud, always=True)

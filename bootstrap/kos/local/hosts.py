@@ -91,10 +91,23 @@ class Machine:
         pid = self.nspawn_pid()
         return _container_init(pid) if pid else None
 
-    def start(self, netns, binds=(), extra=()):
-        """Boot the machine unless it runs; True when it was started now."""
+    def start(self, netns, binds=(), extra=(), kubelet=False):
+        """Boot the machine unless it runs; True when it was started now. ``kubelet``: a
+        host that can run a real kubelet and containers (``KUBELET_OPTIONS``)."""
         if self.nspawn_pid():
             return False
+        preexec = None
+        if kubelet:
+            cgroups = self.cgroups(create=True)
+            # containerd's overlay snapshots cannot live on the host's own overlay root
+            store = self.dir / "containerd"
+            store.mkdir(parents=True, exist_ok=True)
+            extra = [*extra, *KUBELET_OPTIONS, f"--bind={store}:/var/lib/containerd"]
+            # what the image's kos-kubelet-host.service does at boot (kos.local.rootfs)
+            self.write(KUBELET_FLAG, "kos: this host runs a kubelet\n")
+            for key, value in KUBELET_SYSCTLS.items():
+                self.write(f"{SYSCTL_SHADOWS}/{key}", f"{value}\n")
+            preexec = _join_cgroups(cgroups)
         cmd = [
             "systemd-nspawn", "--boot", f"--directory={self.merged}", f"--machine={self.name}",
             # No systemd-machined here, and no unit of the machine's own to put it in.
@@ -110,12 +123,40 @@ class Machine:
             # Not waited for: found again by its --machine name, from any later kos run.
             subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=preexec,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not self.pid1():
             time.sleep(0.1)
         return True
+
+    # -- a host for a real kubelet ------------------------------------------------------
+
+    def cgroups(self, create=False):
+        """The machine's own cgroup in every hierarchy, below this process's own (so the
+        machine stays inside whatever limits this machine's processes are under)."""
+        dirs = [Path(mount) / own.lstrip("/") / CGROUP_PARENT / self.name
+                for mount, own in own_cgroups()]
+        if create:
+            for d in dirs:
+                for level in (d.parent, d):
+                    if not level.is_dir():
+                        level.mkdir()
+                        if (level / "cpuset.cpus").exists():
+                            # a new cpuset takes no task until it has CPUs and memory nodes
+                            for f in ("cpuset.cpus", "cpuset.mems"):
+                                (level / f).write_text((level.parent / f).read_text())
+        return dirs
+
+    def remove_cgroups(self):
+        """The machine's cgroups and what its systemd and kubelet made in them, once no
+        process is left in them."""
+        for d in self.cgroups():
+            if d.is_dir():
+                for sub in sorted((p for p in d.rglob("*") if p.is_dir()),
+                                  key=lambda p: len(p.parts), reverse=True):
+                    _rmdir(sub)
+                _rmdir(d)
 
     def run(self, *args, timeout=60, check=True, input=None):
         """A command inside the running machine (all its namespaces), as root."""
@@ -155,9 +196,69 @@ class Machine:
         pid = self.nspawn_pid()
         if pid:
             stop({self.name: pid}, timeout=timeout)
+        self.remove_cgroups()
 
     def unmount(self):
         unmount_all(self.dir)
+
+
+CGROUP_PARENT = "kos-hosts"
+# What a kubelet and containerd need of a container beyond nspawn's defaults: kernel
+# messages (the kubelet's OOM watcher) and the keyring calls runc makes.
+KUBELET_OPTIONS = (
+    "--capability=CAP_SYSLOG", "--system-call-filter=@keyring", "--bind-ro=/dev/kmsg",
+)
+# Inside a kubelet host, at boot, before containerd and the kubelet (the host image's
+# kos-kubelet-host.service): the cgroup controllers nspawn mounts read-only made writable
+# (the host's systemd and kubelet create the kubelet's slices in them), mounts shared as on
+# a booted machine (the kubelet's volume mounts), and the kernel settings a kubelet writes
+# for the whole machine shadowed by files that already hold what it wants (it reads them
+# and writes nothing).
+KUBELET_FLAG = "/etc/kos-rehearsal/kubelet-host"
+KUBELET_SYSCTLS = {"vm.overcommit_memory": 1, "kernel.panic": 10, "kernel.panic_on_oops": 1}
+SYSCTL_SHADOWS = "/etc/kos-rehearsal/sysctl"
+
+
+def own_cgroups():
+    """``[(mount point, this process's cgroup there)]`` for every mounted hierarchy."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            own[c] = path
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        fstype, options = fields[sep + 1], fields[sep + 3].split(",")
+        if fstype == "cgroup2" and "" in own:
+            found.append((fields[4], own[""]))
+        elif fstype == "cgroup":
+            names = [o for o in options if o in own and o]
+            if names:
+                found.append((fields[4], own[names[0]]))
+    return found
+
+
+def _join_cgroups(dirs):
+    paths = [str(d / "cgroup.procs") for d in dirs]
+
+    def join():
+        pid = str(os.getpid()).encode()
+        for path in paths:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+    return join
+
+
+def _rmdir(path):
+    try:
+        path.rmdir()
+    except OSError:
+        pass
 
 
 def _cmdline(pid):

@@ -12,32 +12,37 @@ would otherwise install.
 
 from pathlib import Path
 
+from . import hosts
 from . import image as image_mod
 
-BASE_RECIPE = 3
+BASE_RECIPE = 4
 RECIPE = 1
 PACKAGES = (
     # a booting systemd host, as a cloud image has it
-    "systemd", "systemd-sysv", "dbus", "procps", "kmod", "iproute2", "iputils-ping",
+    "systemd", "systemd-sysv", "systemd-resolved", "dbus", "procps", "kmod", "iproute2", "iputils-ping",
     "netcat-openbsd", "sudo", "less", "openssl", "ca-certificates",
     "cloud-init", "e2fsprogs", "util-linux",
     # core: sshd, packages
     "openssh-server", "openssh-client", "curl", "jq", "rsync",
     # bastion (cloud-init installs nftables for its first-boot NAT; Salt then uses iptables)
     "nftables", "iptables", "iptables-persistent", "fail2ban", "python3-systemd",
-    # kubeadm: the local load balancer
-    "haproxy",
+    # kubeadm: the local load balancer, and what the formula installs from Debian for a
+    # kubelet (the container runtime) and the kubelet package depends on
+    "haproxy", "containerd", "runc", "containernetworking-plugins", "conntrack", "ethtool",
+    "socat", "ebtables",
     # what the project's CPython (built elsewhere, bound in) links against
     "libssl3", "libffi8", "zlib1g", "libsqlite3-0", "libbz2-1.0", "liblzma5", "libreadline8",
     "libncursesw6", "libgdbm6", "libuuid1",
 )
 # Installed enabled by Debian, owned by the formula (or pointless in a rehearsal host).
 DISABLED_UNITS = (
-    "haproxy.service", "fail2ban.service", "apt-daily.timer", "apt-daily-upgrade.timer",
+    "haproxy.service", "containerd.service", "fail2ban.service", "apt-daily.timer", "apt-daily-upgrade.timer",
     "dpkg-db-backup.timer", "e2scrub_all.timer", "e2scrub_reap.service", "fstrim.timer",
     "netfilter-persistent.service",
 )
-ENABLED_UNITS = ("systemd-networkd.service", "ssh.service")
+# systemd-resolved writes /etc/resolv.conf from what DHCP hands out, as on Debian's cloud
+# images (a kubelet will not start a pod without the file).
+ENABLED_UNITS = ("systemd-networkd.service", "systemd-resolved.service", "ssh.service")
 
 CLOUD_CFG = """\
 # kos rehearsal cloud: the config drive is the datasource (Nova builds it), and cloud-init
@@ -55,6 +60,36 @@ CLOUD_INIT_UNITS = ("cloud-init-local", "cloud-init", "cloud-config", "cloud-fin
 CLOUD_INIT_DROPIN = """\
 [Service]
 TimeoutStopSec=20s
+"""
+# A kubelet host (kos.local.hosts) made ready from inside, once nspawn has set up its
+# mounts and before anything that runs containers starts: no race with the boot.
+KUBELET_HOST_UNIT = f"""\
+[Unit]
+Description=kos rehearsal cloud: let this container run a kubelet
+DefaultDependencies=no
+ConditionPathExists={hosts.KUBELET_FLAG}
+Before=sysinit.target containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/kos-kubelet-host
+
+[Install]
+WantedBy=sysinit.target
+"""
+KUBELET_HOST_SCRIPT = f"""\
+#!/bin/sh
+# kos rehearsal cloud: what a kubelet needs of this container (kos.local.hosts).
+set -e
+for target in $(findmnt -rn -t cgroup,cgroup2 -o TARGET); do
+    mount -o remount,bind,rw "$target"
+done
+mount --make-rshared /
+for file in {hosts.SYSCTL_SHADOWS}/*; do
+    key=$(basename "$file")
+    mount --bind "$file" "/proc/sys/$(echo "$key" | tr . /)"
+done
 """
 SALT_UNIT = """\
 # As salt-bootstrap installs it; the rehearsal cloud's Salt is the project's virtualenv.
@@ -102,8 +137,11 @@ def _host_steps(build):
                      *(build.root / "etc/apt/sources.list.d").glob("*")]:
             path.unlink(missing_ok=True)
         build.write("/etc/apt/sources.list", "# the rehearsal cloud has no route to a mirror\n")
+        build.write("/etc/systemd/system/kos-kubelet-host.service", KUBELET_HOST_UNIT)
+        build.write("/usr/local/sbin/kos-kubelet-host", KUBELET_HOST_SCRIPT, 0o755)
         build.run("systemctl", f"--root={build.root}", "disable", *DISABLED_UNITS)
-        build.run("systemctl", f"--root={build.root}", "enable", *ENABLED_UNITS)
+        build.run("systemctl", f"--root={build.root}", "enable", *ENABLED_UNITS,
+                  "kos-kubelet-host.service")
         (build.root / "etc/hostname").unlink(missing_ok=True)
 
 
@@ -116,5 +154,6 @@ def base_layer():
 def layer():
     return image_mod.Layer(
         "host", "the rehearsal hosts' image", _host_steps,
-        parts=(RECIPE, image_mod.files_digest(Path(__file__))), parent=base_layer(),
+        parts=(RECIPE, image_mod.files_digest(Path(__file__)), KUBELET_HOST_UNIT,
+               KUBELET_HOST_SCRIPT), parent=base_layer(),
     )

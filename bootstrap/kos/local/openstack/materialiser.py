@@ -57,7 +57,8 @@ class Materialiser:
         self.spool = self.cloud_root / config.SPOOL.lstrip("/")
         self.binds = cfg["binds"]
         self.venv_bin = cfg["venv_bin"]
-        self.standins = cfg["standins"]
+        self.kubelet = cfg.get("kubelet", False)
+        self.standins = cfg.get("standins")
         self.standin_env = cfg.get("standin_env", {})
         self.locks = {}
         self.lock = threading.Lock()
@@ -179,7 +180,8 @@ class Materialiser:
     def _boot(self, rec):
         m = self.machine(rec["uuid"])
         netns = net.plug_host(self.cluster, rec["uuid"], rec["nics"])
-        m.start(netns, binds=self.binds, extra=["--resolv-conf=delete"])
+        # /etc/resolv.conf is the image's own (systemd-resolved's), never this machine's.
+        m.start(netns, binds=self.binds, extra=["--resolv-conf=off"], kubelet=self.kubelet)
         for vol_id, vol in rec.get("volumes", {}).items():
             self._hot_add(m, vol_id, vol)
 
@@ -266,12 +268,15 @@ class Materialiser:
 
     def _rehearsal_files(self, m):
         """Salt "preinstalled" from the project's virtualenv (bound read-only), and the
-        Kubernetes stand-ins on the minion's PATH: this checkout's paths, so per host."""
+        Kubernetes stand-ins on the minion's PATH where they stand in: this checkout's
+        paths, so per host."""
         for cmd in SALT_COMMANDS:
             link = m.path(f"/usr/local/bin/{cmd}")
             link.parent.mkdir(parents=True, exist_ok=True)
             link.unlink(missing_ok=True)
             link.symlink_to(Path(self.venv_bin) / cmd)
+        if not self.standins:
+            return
         env = {
             "PATH": f"{self.standins}/bin:/snap/bin:{SYSTEM_PATH}",
             "KOS_STANDIN_ROOT": "/",

@@ -1,0 +1,134 @@
+"""
+The rehearsal cloud's Kubernetes from source (kos.local.kubernetes) and how the cloud
+points the kubeadm formula at it (kos.local.pillar_layer), without building anything: the
+module build of the source zip, the image archives the formula imports, the packages'
+layout, the mirror's pillar. The build itself runs for real in the end-to-end tests.
+"""
+
+import json
+import tarfile
+
+import pytest
+import yaml
+
+from kos import local
+from kos.local import hosts, kubernetes
+from kos.local.image import BuildFailed
+from tests.unit.conftest import load
+
+KUBEADM_MODULE = load("modules", "kubeadm")
+GO_MOD = """\
+module k8s.io/kubernetes
+
+go 1.22.0
+
+require (
+\tk8s.io/api v0.0.0
+\tk8s.io/client-go v0.0.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tgithub.com/example/x => github.com/example/x v1.2.3
+)
+"""
+
+
+def test_the_source_builds_against_the_published_staging_modules(tmp_path):
+    (tmp_path / "go.mod").write_text(GO_MOD)
+    for name in ("go.work", "go.work.sum"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "vendor").mkdir()
+    kubernetes._as_module_build(tmp_path, "v1.31.4")
+    text = (tmp_path / "go.mod").read_text()
+    assert "\tk8s.io/api => k8s.io/api v0.31.4\n" in text
+    assert "\tk8s.io/client-go => k8s.io/client-go v0.31.4\n" in text
+    assert "./staging" not in text and "github.com/example/x v1.2.3" in text
+    assert not any((tmp_path / n).exists() for n in ("go.work", "go.work.sum", "vendor"))
+
+
+def test_versions_and_where_the_build_goes(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    # the formula's pin is the one source of the version built
+    defaults = yaml.safe_load(kubernetes.DEFAULTS.read_text())
+    assert kubernetes.pinned_version() == defaults["version"]
+    assert kubernetes.package_version(defaults["version"]) == defaults["package_version"]
+    assert kubernetes.root("v1.31.4") == tmp_path / "kos" / "kubernetes" / (
+        f"v1.31.4-r{kubernetes.RECIPE}")
+    assert kubernetes.keyring_name() == "kubernetes-apt-keyring.gpg"
+    with pytest.raises(kubernetes.PreflightError, match="not a release"):
+        kubernetes.ensure("1.31")
+
+
+def test_ldflags_stamp_the_version_kubeadm_and_the_kubelet_report():
+    flags = kubernetes._ldflags("v1.31.4", "a78aa47", "2024-12-10T11:37:26Z")
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        assert f"-X {pkg}.gitVersion=v1.31.4" in flags
+        assert f"-X {pkg}.gitMinor=31" in flags and f"-X {pkg}.gitTreeState=clean" in flags
+
+
+def test_an_image_archive_is_what_containerd_and_the_formula_read(tmp_path):
+    (tmp_path / "pause").write_bytes(b"\x7fELF pause")
+    target = tmp_path / "pause.tar"
+    kubernetes.write_image(target, "registry.k8s.io/pause:3.10",
+                           kubernetes.IMAGES["pause"], tmp_path)
+    # the formula's own reader names the image kubeadm pulls
+    assert KUBEADM_MODULE.archive_images(str(target)) == ["registry.k8s.io/pause:3.10"]
+    with tarfile.open(target) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))[0]
+        config = json.load(tar.extractfile(manifest["Config"]))
+        layer = tarfile.open(fileobj=tar.extractfile(manifest["Layers"][0]))
+        assert layer.extractfile("usr/local/bin/pause").read() == b"\x7fELF pause"
+    assert config["config"]["Entrypoint"] == ["/usr/local/bin/pause"]
+    assert config["os"] == "linux" and config["architecture"] == "amd64"
+    assert len(config["rootfs"]["diff_ids"]) == 1
+
+
+def test_packages_put_files_where_pkgs_k8s_io_does(tmp_path):
+    for name in ("kubelet", "kubeadm", "kubectl"):
+        (tmp_path / name).write_bytes(b"binary")
+    assert sorted(kubernetes._deb_files("kubelet", tmp_path)) == [
+        "/usr/bin/kubelet", "/usr/lib/systemd/system/kubelet.service"]
+    assert sorted(kubernetes._deb_files("kubeadm", tmp_path)) == [
+        "/usr/bin/kubeadm", "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"]
+    assert "kubelet" in kubernetes.DEB_DEPENDS["kubeadm"]
+
+
+def test_a_failed_step_is_named_with_its_log(tmp_path):
+    log = tmp_path / "build.log"
+    log.write_text("")
+    build = kubernetes.Build(kubernetes._Title("v1.31.4"), tmp_path, log)
+    with pytest.raises(BuildFailed) as err:
+        with build.stage("kubeadm with go1.22.9"):
+            build.run("false")
+    assert "failed at step 'kubeadm with go1.22.9'" in err.value.problem
+    assert str(log) in err.value.fix and "module proxy" in err.value.fix
+
+
+def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    layer = local.pillar_layer("v1.31.4")["kubeadm"]
+    here = f"{local.MIRROR}/v1.31.4-r{kubernetes.RECIPE}"
+    assert layer["repo"] == {"url": f"file:{here}/deb/",
+                             "key_url": f"file://{here}/deb/kubernetes-apt-keyring.gpg"}
+    assert layer["images"] == {"archive_dir": f"{here}/images"}
+    assert layer["network"]["mode"] == "routed"
+    # the formula validates what it is given: the layer is a valid kubeadm pillar
+    schema = load("utils", "kos_schema")
+    assert [m for m in schema.check({"kubeadm": layer}) if "kubeadm" in m] == []
+    assert [m for m in schema.check({"kubeadm": {"repo": {"url": "ftp://x/"}}})
+            if "kubeadm" in m]
+
+
+def test_only_microk8s_is_simulated_on_the_rehearsal_cloud():
+    assert local.SIMULATED == ("microk8s",)
+
+
+def test_a_kubelet_host_gets_cgroups_below_this_process(monkeypatch, tmp_path):
+    monkeypatch.setattr(hosts, "own_cgroups",
+                        lambda: [(str(tmp_path / "memory"), "/process_api/x"),
+                                 (str(tmp_path / "cpu"), "/")])
+    m = hosts.Machine("kos-test-host", tmp_path / "host")
+    assert m.cgroups() == [tmp_path / "memory/process_api/x/kos-hosts/kos-test-host",
+                           tmp_path / "cpu/kos-hosts/kos-test-host"]

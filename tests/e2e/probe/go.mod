@@ -1,0 +1,3 @@
+module kos.invalid/probe
+
+go 1.22

@@ -1,0 +1,228 @@
+"""
+The kubeadm cluster on the rehearsal cloud is real Kubernetes: kubeadm, the kubelet, etcd
+and the control plane built from source (kos.local.kubernetes), installed by the formula
+from the cloud's mirror, joined through the same states as on OpenStack, networked by
+the formula's routed pod network. Looked at as an operator would: through ``kos
+kubeconfig`` and kubectl from this machine, and kubectl on the first control plane.
+
+A small program (tests/e2e/probe) runs in a pod on every node to show what the network
+does: pods reach each other across nodes without NAT, and through a Service's name.
+"""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kos.local import kubernetes
+
+pytestmark = pytest.mark.netns
+
+PROBE_DIR = Path(__file__).resolve().parent / "probe"
+PROBE_IMAGE = "localhost/kos-probe:e2e"
+PROBE_MANIFEST = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: kos-probe
+  namespace: default
+spec:
+  selector:
+    matchLabels: {app: kos-probe}
+  template:
+    metadata:
+      labels: {app: kos-probe}
+    spec:
+      tolerations:
+        - {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}
+      containers:
+        - name: probe
+          image: %s
+          imagePullPolicy: Never
+          args: [serve]
+          ports: [{containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: kos-probe
+  namespace: default
+spec:
+  selector: {app: kos-probe}
+  ports: [{port: 8080, targetPort: 8080}]
+""" % PROBE_IMAGE
+
+
+@pytest.fixture(scope="module")
+def real(cluster):
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        pytest.skip("microk8s is the stand-ins on the rehearsal cloud")
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    return cluster
+
+
+def kubectl(cluster, *args, timeout=60, check=True, stdin=None):
+    """kubectl on the first control plane, with its admin kubeconfig."""
+    res = cluster.host("k8s-cp-1").run(
+        "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args,
+        timeout=timeout, check=False, input=stdin)
+    if check:
+        assert res.returncode == 0, (args, res.stderr[-1500:])
+    return res
+
+
+def kube_json(cluster, *args):
+    return json.loads(kubectl(cluster, *args, "-o", "json").stdout)
+
+
+def wait_for(what, probe, timeout=180, interval=3):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        ok, last = probe()
+        if ok:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"{what} after {timeout}s: {last}")
+
+
+def test_every_node_is_ready_in_the_real_api_on_the_built_version(real, tmp_path):
+    # the operator's way in: kos kubeconfig, and a kubectl of the same release
+    config = tmp_path / "kubeconfig"
+    res = real.kos("kubeconfig", *real.args, "--output", config, timeout=300)
+    assert res.returncode == 0, res.stderr[-1500:]
+    kubectl_bin = kubernetes.root(kubernetes.pinned_version()) / "bin" / "kubectl"
+    out = subprocess.run([str(kubectl_bin), "--kubeconfig", str(config), "get", "nodes",
+                          "-o", "json", "--request-timeout=20s"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    items = json.loads(out.stdout)["items"]
+    assert sorted(n["metadata"]["name"] for n in items) == sorted(
+        h for h in real.hostnames() if h.startswith("k8s-"))
+    for node in items:
+        name = node["metadata"]["name"]
+        ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+        assert ready == "True", name
+        info = node["status"]["nodeInfo"]
+        assert info["kubeletVersion"] == kubernetes.pinned_version(), name
+        assert info["containerRuntimeVersion"].startswith("containerd://"), name
+        # the controller manager gave every node a pod CIDR inside the cluster's
+        assert node["spec"]["podCIDR"].startswith("10.244."), name
+
+
+def test_the_control_plane_etcd_coredns_and_kube_proxy_run(real):
+    pods = {p["metadata"]["name"]: p for p in
+            kube_json(real, "-n", "kube-system", "get", "pods")["items"]}
+
+    def ready(pod):
+        statuses = pod["status"].get("containerStatuses") or []
+        return pod["status"]["phase"] == "Running" and statuses and all(
+            c.get("ready") for c in statuses)
+
+    for cp in ("k8s-cp-1", "k8s-cp-2", "k8s-cp-3"):
+        for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            name = f"{component}-{cp}"
+            assert name in pods and ready(pods[name]), name
+    dns = [p for n, p in pods.items() if n.startswith("coredns-")]
+    assert len(dns) == 2 and all(ready(p) for p in dns)
+    proxies = [p for n, p in pods.items() if n.startswith("kube-proxy-")]
+    assert len(proxies) == real.values["num_kube_nodes"] and all(ready(p) for p in proxies)
+
+
+def test_etcd_has_a_member_on_every_control_plane(real):
+    res = kubectl(real, "-n", "kube-system", "exec", "etcd-k8s-cp-1", "--", "etcdctl",
+                  "--endpoints=https://127.0.0.1:2379",
+                  "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+                  "--cert=/etc/kubernetes/pki/etcd/server.crt",
+                  "--key=/etc/kubernetes/pki/etcd/server.key", "member", "list", "-w", "json")
+    members = json.loads(res.stdout)["members"]
+    assert sorted(m["name"] for m in members) == ["k8s-cp-1", "k8s-cp-2", "k8s-cp-3"]
+
+
+@pytest.fixture(scope="module")
+def probes(real, tmp_path_factory):
+    """The probe on every node, as a DaemonSet behind a Service."""
+    work = tmp_path_factory.mktemp("kos-probe")
+    env = {"PATH": "/usr/local/go/bin:/usr/bin:/bin", "HOME": str(work), "CGO_ENABLED": "0",
+           "GOFLAGS": "-buildvcs=false", "GOTOOLCHAIN": "local",
+           "GOCACHE": str(kubernetes.go_root() / "build")}
+    subprocess.run(["go", "build", "-o", str(work / "probe"), "."], cwd=PROBE_DIR, env=env,
+                   check=True, capture_output=True, timeout=600)
+    archive = work / "probe.tar"
+    kubernetes.write_image(archive, PROBE_IMAGE,
+                           {"bin": ["probe"], "entrypoint": ["/usr/local/bin/probe"]}, work)
+    for hostname in real.hostnames():
+        if hostname.startswith("k8s-"):
+            host = real.host(hostname)
+            host.write("/root/kos-probe.tar", archive.read_bytes())
+            host.run("ctr", "-n", "k8s.io", "images", "import", "/root/kos-probe.tar",
+                     timeout=120)
+    kubectl(real, "apply", "-f", "-", stdin=PROBE_MANIFEST)
+
+    def all_running():
+        items = kube_json(real, "get", "pods", "-l", "app=kos-probe")["items"]
+        up = {p["spec"]["nodeName"]: (p["metadata"]["name"], p["status"].get("podIP"))
+              for p in items if p["status"]["phase"] == "Running"
+              and all(c.get("ready") for c in p["status"].get("containerStatuses", []))}
+        return len(up) == real.values["num_kube_nodes"], up
+
+    yield wait_for("a probe pod running on every node", all_running)
+    kubectl(real, "delete", "-f", "-", stdin=PROBE_MANIFEST, check=False)
+
+
+def test_pods_reach_each_other_across_nodes_without_nat(real, probes):
+    for node, (pod, ip) in sorted(probes.items()):
+        for other, (peer, peer_ip) in sorted(probes.items()):
+            if other == node:
+                continue
+            res = kubectl(real, "exec", pod, "--", "/usr/local/bin/probe", "get",
+                          f"http://{peer_ip}:8080/", check=False)
+            assert res.returncode == 0, (node, other, res.stderr[-500:])
+            # the peer answers with its name and the address it saw: the client pod's own
+            assert res.stdout.split() == [peer, ip], (node, other)
+
+
+def test_a_service_answers_by_name_through_coredns_and_kube_proxy(real, probes):
+    names = {name for name, _ in probes.values()}
+    for node, (pod, _) in sorted(probes.items()):
+        res = kubectl(real, "exec", pod, "--", "/usr/local/bin/probe", "get",
+                      "http://kos-probe.default.svc.cluster.local:8080/", check=False)
+        assert res.returncode == 0, (node, res.stderr[-500:])
+        assert res.stdout.split()[0] in names, node
+
+
+def test_the_api_answers_through_the_local_haproxy_with_a_control_plane_off(real):
+    """Every node reaches the API through its own haproxy in front of every control plane:
+    with one control plane's server off (Nova), a worker's kubelet credential still gets
+    through, and etcd keeps its quorum. The server then comes back and rejoins by itself."""
+    conn = real.conn()
+    server = real.server("k8s-cp-2")
+    worker = real.host("k8s-worker-1")
+    conn.compute.stop_server(server)
+    conn.compute.wait_for_server(server, status="SHUTOFF", wait=180)
+    try:
+        def through_haproxy():
+            res = worker.run("kubectl", "--kubeconfig", "/etc/kubernetes/kubelet.conf", "get",
+                             "nodes", "-o", "name", "--request-timeout=10s", check=False,
+                             timeout=60)
+            return res.returncode == 0 and "node/k8s-cp-2" in res.stdout, res.stderr[-300:]
+
+        # a few answers in a row: haproxy has taken the stopped backend out
+        for _ in range(5):
+            wait_for("the API through the worker's haproxy", through_haproxy, timeout=60)
+    finally:
+        conn.compute.start_server(server)
+        conn.compute.wait_for_server(server, status="ACTIVE", wait=180)
+
+    def back():
+        nodes = {n["metadata"]["name"]: n for n in kube_json(real, "get", "nodes")["items"]}
+        conditions = {c["type"]: c["status"] for c in nodes["k8s-cp-2"]["status"]["conditions"]}
+        pods = kube_json(real, "-n", "kube-system", "get", "pod", "etcd-k8s-cp-2")
+        statuses = pods["status"].get("containerStatuses") or []
+        ok = conditions.get("Ready") == "True" and statuses and all(
+            c.get("ready") for c in statuses)
+        return ok, (conditions.get("Ready"), statuses)
+
+    wait_for("k8s-cp-2 Ready again with its etcd member", back, timeout=300, interval=5)
