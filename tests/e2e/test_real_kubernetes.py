@@ -10,6 +10,7 @@ does: pods reach each other across nodes without NAT, and through a Service's na
 """
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -145,9 +146,9 @@ def test_etcd_has_a_member_on_every_control_plane(real):
 def probes(real, tmp_path_factory):
     """The probe on every node, as a DaemonSet behind a Service."""
     work = tmp_path_factory.mktemp("kos-probe")
-    env = {"PATH": "/usr/local/go/bin:/usr/bin:/bin", "HOME": str(work), "CGO_ENABLED": "0",
-           "GOFLAGS": "-buildvcs=false", "GOTOOLCHAIN": "local",
-           "GOCACHE": str(kubernetes.go_root() / "build")}
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false",
+           "GOTOOLCHAIN": "local", "GOCACHE": str(kubernetes.go_root() / "build"),
+           "GOMODCACHE": str(kubernetes.go_root() / "mod")}
     subprocess.run(["go", "build", "-o", str(work / "probe"), "."], cwd=PROBE_DIR, env=env,
                    check=True, capture_output=True, timeout=600)
     archive = work / "probe.tar"
