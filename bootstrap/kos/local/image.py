@@ -108,6 +108,17 @@ class Build:
         if res.returncode != 0:
             self.fail(f"{' '.join(str(a) for a in argv[:4])} exited {res.returncode}")
 
+    def output(self, *argv, env=None, timeout=3600, cwd=None):
+        """Like ``run``, and return what the command printed on stdout (stderr to the log)."""
+        self._log(f"$ {' '.join(str(a) for a in argv)}\n")
+        with open(self.log_path, "a") as fh:
+            res = subprocess.run([str(a) for a in argv], stdout=subprocess.PIPE, stderr=fh,
+                                 env=env, text=True, timeout=timeout, cwd=cwd)
+        self._log(res.stdout)
+        if res.returncode != 0:
+            self.fail(f"{' '.join(str(a) for a in argv[:4])} exited {res.returncode}")
+        return res.stdout
+
     def chroot(self, *argv, env=None, input=None, timeout=3600):
         base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8", "HOME": "/root"}

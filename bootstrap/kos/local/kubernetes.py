@@ -163,10 +163,6 @@ def go_root():
     return provider.cache_root() / "go"
 
 
-def ready(version):
-    return (root(version) / MARKER).exists()
-
-
 def ensure(version=None):
     """The build directory of ``version`` (built now when missing)."""
     version = version or pinned_version()
@@ -276,8 +272,6 @@ def _steps(build, go, version, out):
         (out / "images").mkdir()
         for name, ref in refs.items():
             write_image(out / "images" / f"{name}.tar", ref, IMAGES[name], bindir)
-        (out / "images" / "images.json").write_text(json.dumps(refs, indent=2, sort_keys=True)
-                                                    + "\n")
     with build.stage("Debian packages and their repository"):
         _write_repository(build, out / "deb", version, bindir)
 
@@ -288,13 +282,8 @@ def _go_line(toolchain):
 
 
 def _download(build, go, env, spec):
-    build._log(f"$ go mod download -json {spec}\n")
-    res = subprocess.run([go, "mod", "download", "-json", spec], env=env, capture_output=True,
-                         text=True, timeout=BUILD_TIMEOUT, cwd="/")
-    build._log(res.stdout + res.stderr)
-    if res.returncode != 0:
-        build.fail(f"go mod download {spec} exited {res.returncode}")
-    return json.loads(res.stdout)
+    return json.loads(build.output(go, "mod", "download", "-json", spec, env=env,
+                                   timeout=BUILD_TIMEOUT, cwd="/"))
 
 
 def _as_module_build(src, version):
@@ -325,14 +314,10 @@ def _ldflags(version, commit, when):
 
 def _image_list(build, kubeadm, version):
     """``{short name: full reference}`` as kubeadm pulls them."""
-    build._log(f"$ {kubeadm} config images list --kubernetes-version {version}\n")
-    res = subprocess.run([str(kubeadm), "config", "images", "list", "--kubernetes-version",
-                          version], capture_output=True, text=True, timeout=60)
-    build._log(res.stdout + res.stderr)
-    if res.returncode != 0:
-        build.fail("kubeadm config images list failed")
+    listed = build.output(kubeadm, "config", "images", "list", "--kubernetes-version", version,
+                          timeout=60)
     refs = {}
-    for ref in res.stdout.split():
+    for ref in listed.split():
         name = ref.rsplit("/", 1)[1].split(":")[0]
         if name not in IMAGES:
             build.fail(f"kubeadm lists an image kos does not build: {ref}")
@@ -369,6 +354,16 @@ def _libraries(program):
     return libs
 
 
+def _add_libraries(files, program):
+    """``program``'s libraries into ``files``: each real file, and a link where ldd names it
+    by another path."""
+    for lib in _libraries(program):
+        real = os.path.realpath(lib)
+        files.setdefault(real, (Path(real).read_bytes(), 0o755))
+        if lib != real:
+            files.setdefault(lib, "->" + real)
+
+
 def _iptables_files():
     """``{path in image: (bytes, mode) | "->target"}``: Debian's iptables (nft and legacy
     backends, as kube-proxy's own image ships both) and conntrack, with their libraries."""
@@ -378,11 +373,7 @@ def _iptables_files():
         if not path:
             continue
         files[f"/usr/sbin/{prog}"] = (Path(path).read_bytes(), 0o755)
-        for lib in _libraries(path):
-            real = os.path.realpath(lib)
-            files[real] = (Path(real).read_bytes(), 0o755)
-            if lib != real:
-                files[lib] = "->" + real
+        _add_libraries(files, path)
     for name in IPTABLES_NAMES:
         files[f"/usr/sbin/{name}"] = "->xtables-nft-multi"
     for name in ("iptables", "iptables-save", "iptables-restore"):
@@ -392,11 +383,7 @@ def _iptables_files():
     # statistic match kube-proxy balances services with)
     for ext in Path("/usr/lib/x86_64-linux-gnu/xtables").glob("*.so"):
         files[str(ext)] = (ext.read_bytes(), 0o644)
-        for lib in _libraries(str(ext)):
-            real = os.path.realpath(lib)
-            files.setdefault(real, (Path(real).read_bytes(), 0o755))
-            if lib != real:
-                files.setdefault(lib, "->" + real)
+        _add_libraries(files, str(ext))
     return files
 
 
@@ -488,11 +475,8 @@ def _write_repository(build, repo, version, bindir):
         build.run("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", stage,
                   repo / f"{name}_{debver}_amd64.deb")
         shutil.rmtree(stage)
-    res = subprocess.run(["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=repo,
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        build.fail(f"dpkg-scanpackages: {res.stderr.strip()}")
-    packages = res.stdout.encode()
+    packages = build.output("dpkg-scanpackages", "--multiversion", ".", "/dev/null",
+                            cwd=repo).encode()
     (repo / "Packages").write_bytes(packages)
     (repo / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
     lines = ["Origin: kos", "Label: kos rehearsal mirror of pkgs.k8s.io",
