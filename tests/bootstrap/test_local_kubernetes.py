@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kos import local
-from kos.local import hosts, kubernetes
+from kos.local import hosts, kubernetes, net
 from kos.local.image import BuildFailed
 from tests.unit.conftest import load
 
@@ -121,10 +121,6 @@ def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path
             if "kubeadm" in m]
 
 
-def test_only_microk8s_is_simulated_on_the_rehearsal_cloud():
-    assert local.SIMULATED == ("microk8s",)
-
-
 def test_a_kubelet_host_gets_cgroups_below_this_process(monkeypatch, tmp_path):
     monkeypatch.setattr(hosts, "own_cgroups",
                         lambda: [(str(tmp_path / "memory"), "/process_api/x"),
@@ -132,3 +128,20 @@ def test_a_kubelet_host_gets_cgroups_below_this_process(monkeypatch, tmp_path):
     m = hosts.Machine("kos-test-host", tmp_path / "host")
     assert m.cgroups() == [tmp_path / "memory/process_api/x/kos-hosts/kos-test-host",
                            tmp_path / "cpu/kos-hosts/kos-test-host"]
+
+
+def test_a_stopped_hosts_cgroups_go_with_what_its_kubelet_made_in_them(monkeypatch, tmp_path):
+    monkeypatch.setattr(hosts, "own_cgroups",
+                        lambda: [(str(tmp_path / "memory"), "/"), (str(tmp_path / "cpu"), "/")])
+    parent = tmp_path / "memory/kos-hosts"
+    for name in ("kos-c-0123abcd", "kos-c-cloud", "kos-cx-0123abcd"):
+        (parent / name / "kubepods.slice/burstable").mkdir(parents=True)
+    (tmp_path / "cpu/kos-hosts/kos-c-0123abcd").mkdir(parents=True)
+    # a cgroup whose processes are still exiting refuses removal: here, one holding a file
+    (parent / "kos-c-cloud/kubepods.slice/cgroup.procs").write_text("4242\n")
+    found = hosts.machine_cgroups(net.cluster_pattern("c"))
+    assert found == [parent / "kos-c-0123abcd", parent / "kos-c-cloud",
+                     tmp_path / "cpu/kos-hosts/kos-c-0123abcd"]
+    assert hosts.remove_cgroups(found, timeout=0.3) == [parent / "kos-c-cloud"]
+    assert sorted(p.name for p in parent.iterdir()) == ["kos-c-cloud", "kos-cx-0123abcd"]
+    assert not (tmp_path / "cpu/kos-hosts/kos-c-0123abcd").exists()

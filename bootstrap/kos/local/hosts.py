@@ -149,14 +149,8 @@ class Machine:
         return dirs
 
     def remove_cgroups(self):
-        """The machine's cgroups and what its systemd and kubelet made in them, once no
-        process is left in them."""
-        for d in self.cgroups():
-            if d.is_dir():
-                for sub in sorted((p for p in d.rglob("*") if p.is_dir()),
-                                  key=lambda p: len(p.parts), reverse=True):
-                    _rmdir(sub)
-                _rmdir(d)
+        """The machine's cgroups and what its systemd and kubelet made in them."""
+        return remove_cgroups(d for d in self.cgroups() if d.is_dir())
 
     def run(self, *args, timeout=60, check=True, input=None):
         """A command inside the running machine (all its namespaces), as root."""
@@ -238,6 +232,39 @@ def own_cgroups():
             if names:
                 found.append((fields[4], own[names[0]]))
     return found
+
+
+def machine_cgroups(pattern):
+    """The cgroups (every hierarchy) of the kubelet hosts whose machine name matches,
+    running or not."""
+    found = []
+    for mount, own in own_cgroups():
+        parent = Path(mount) / own.lstrip("/") / CGROUP_PARENT
+        if parent.is_dir():
+            found += [d for d in sorted(parent.iterdir())
+                      if d.is_dir() and re.fullmatch(pattern, d.name)]
+    return found
+
+
+def remove_cgroups(dirs, timeout=15):
+    """Remove each cgroup with what was made below it, deepest first; the ones left.
+    A cgroup refuses removal (EBUSY) while its last processes are still exiting, which
+    lasts a moment after the machine's nspawn is gone: retried until ``timeout``."""
+    dirs = list(dirs)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for d in dirs:
+            tree = [p for p in d.rglob("*") if p.is_dir()] if d.is_dir() else []
+            for sub in sorted(tree, key=lambda p: len(p.parts), reverse=True):
+                _rmdir(sub)
+            _rmdir(d)
+            if d.is_dir():
+                left.append(d)
+        if not left or time.monotonic() >= deadline:
+            return left
+        dirs = left
+        time.sleep(0.2)
 
 
 def _join_cgroups(dirs):

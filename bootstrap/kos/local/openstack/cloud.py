@@ -250,6 +250,9 @@ class Cloud:
         if machines:
             hosts_mod.stop(machines)
             removed += [f"machine {m}" for m in sorted(machines)]
+        cgroups = hosts_mod.machine_cgroups(net.cluster_pattern(self.cluster))
+        stuck = hosts_mod.remove_cgroups(cgroups)
+        removed += [f"cgroup {d}" for d in cgroups if d not in stuck]
         _detach_loops(self.dir.parent)
         mounts = hosts_mod.unmount_all(self.dir.parent, net.cluster_pattern(self.cluster))
         removed += [f"mount {m}" for m in mounts]
@@ -259,6 +262,9 @@ class Cloud:
         left = hosts_mod.nspawns(net.cluster_pattern(self.cluster))
         if left:
             raise CleanupError(f"machines still running: {', '.join(left)}")
+        if stuck:
+            raise CleanupError(f"cgroups still busy: {', '.join(map(str, stuck))}",
+                               fix="end the processes listed in their cgroup.procs, then re-run")
         return removed
 
 
