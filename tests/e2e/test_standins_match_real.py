@@ -1,8 +1,9 @@
 """
 The kubeadm stand-in is held to the real kubeadm: the scenarios of tests/standins (token
-create, list and delete, the join command, certificate expiry, version) run here against
-the real binary on the rehearsal cloud's first control plane, with the very assertions
-the stand-in passes in tests/standins/test_kubeadm_standin.py.
+create, list and delete, the join command, certificate expiry, version, the failures of
+a join and of a malformed configuration) run here against the real binary on the
+rehearsal cloud's hosts, with the very assertions the stand-in passes in
+tests/standins/test_kubeadm_standin.py.
 """
 
 import pytest
@@ -25,6 +26,12 @@ class RealNode:
     def read(self, path):
         return self.host.path(path).read_bytes()
 
+    def write(self, path, text):
+        self.host.path(path).write_text(text)
+
+    def remove(self, path):
+        self.host.path(path).unlink()
+
 
 @pytest.fixture(scope="module")
 def first(cluster):
@@ -46,3 +53,11 @@ def test_tokens_as_the_stand_in_handles_them(first):
     # kos's nodes join through their local haproxy: the controlPlaneEndpoint
     scenarios.token_create_list_delete(first, "127.0.0.1:7443",
                                        "/etc/kubernetes/kubeadm-config.yaml")
+
+
+def test_join_failures_as_the_stand_in_prints_them(first, cluster):
+    scenarios.join_failures(first, RealNode(cluster.host("k8s-worker-1")), "127.0.0.1:7443")
+
+
+def test_a_malformed_init_configuration_as_the_stand_in_reads_it(cluster, first):
+    scenarios.init_config_with_a_malformed_token(RealNode(cluster.host("k8s-worker-1")))

@@ -4,8 +4,8 @@ stand-in (tests/standins/test_kubeadm_standin.py) and the real binary on the reh
 cloud's kubeadm cluster (tests/e2e/test_standins_match_real.py), so the stand-in is held
 to the real thing with the very same assertions.
 
-``node`` offers ``kubeadm(*args)`` (a finished process: returncode, stdout, stderr) and
-``read(path)`` (bytes of a file on the node); ``endpoint`` is the address the node's join
+``node`` offers ``kubeadm(*args)`` (a finished process: returncode, stdout, stderr),
+``read(path)`` (bytes of a file on the node), ``write(path, text)`` and ``remove(path)``; ``endpoint`` is the address the node's join
 commands name (its controlPlaneEndpoint).
 """
 
@@ -121,3 +121,92 @@ def token_create_list_delete(node, endpoint, config):
     finally:
         for token in _tokens(node) - before:
             node.kubeadm("token", "delete", token)
+
+
+# The preflight findings of a node that has joined already: under
+# --ignore-preflight-errors=all they are warnings, in this order (v1.31.4's JoinNodeChecks).
+# Other warnings name programs missing from the machine's PATH (FileExisting-crictl and
+# the like), which depends on the machine, not on kubeadm.
+JOINED_WORKER_WARNINGS = [
+    "\t[WARNING FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf "
+    "already exists",
+    "\t[WARNING Port-10250]: Port 10250 is in use",
+    "\t[WARNING FileAvailable--etc-kubernetes-pki-ca.crt]: /etc/kubernetes/pki/ca.crt "
+    "already exists",
+]
+
+
+def _discovery_failure(r, error):
+    """A join that failed in discovery: every check a warning, then ``error``."""
+    assert (r.returncode, r.stdout) == (1, "[preflight] Running pre-flight checks\n"), r
+    lines = r.stderr.split("\n")
+    warnings = [x for x in lines if x.startswith("\t[WARNING ")]
+    assert [x for x in warnings if "[WARNING FileExisting-" not in x] == JOINED_WORKER_WARNINGS
+    assert lines[len(warnings):] == [
+        "error execution phase preflight: couldn't validate the identity of the API Server: "
+        + error, HINT.rstrip("\n"), ""], r.stderr
+
+
+def join_failures(control_plane, joiner, endpoint):
+    """The B.6.3 failures of a worker join, tried from ``joiner``, a worker of the cluster:
+    preflight's findings on it are warnings (``--ignore-preflight-errors=all``) and each
+    case fails before anything is written."""
+    h = ca_hash(control_plane.read("/etc/kubernetes/pki/ca.crt"))
+    tok = control_plane.kubeadm("token", "create", "--ttl", "10m").stdout.strip()
+    ignore = "--ignore-preflight-errors=all"
+    try:
+        r = joiner.kubeadm("join", endpoint, "--token", tok,
+                           "--discovery-token-ca-cert-hash", "sha256:" + "0" * 64, ignore)
+        _discovery_failure(r, "cluster CA found in cluster-info ConfigMap is invalid: none of "
+                              'the public keys "%s" are pinned' % h)
+        r = joiner.kubeadm("join", endpoint, "--token", tok,
+                           "--discovery-token-ca-cert-hash", "sha256:" + "a" * 62, ignore)
+        _discovery_failure(r, 'invalid discovery token CA certificate hash: invalid hash '
+                              '"sha256:%s", expected a 32 byte SHA-256 hash, found 31 bytes'
+                              % ("a" * 62))
+        # an unknown token: discovery retries (every 5 s) until its timeout, here 7 s
+        joiner.write("/var/tmp/kos-join-unknown-token.yaml", (
+            "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n"
+            "  bootstrapToken:\n    apiServerEndpoint: %s\n    token: zzzzzz.0123456789abcdef\n"
+            "    caCertHashes: [\"%s\"]\ntimeouts:\n  discovery: 7s\nnodeRegistration:\n"
+            "  ignorePreflightErrors: [all]\n") % (endpoint, h))
+        r = joiner.kubeadm("join", "--config", "/var/tmp/kos-join-unknown-token.yaml")
+        joiner.remove("/var/tmp/kos-join-unknown-token.yaml")
+        _discovery_failure(r, 'could not find a JWS signature in the cluster-info ConfigMap for '
+                              'token ID "zzzzzz"')
+    finally:
+        control_plane.kubeadm("token", "delete", tok)
+
+    # validation (before preflight): a field.ErrorList, exit status 3 until v1.34
+    r = joiner.kubeadm("join", endpoint, "--token", tok)
+    assert (r.returncode, r.stdout) == (3, "")
+    assert r.stderr == ('discovery.bootstrapToken.caCertHashes: Invalid value: "": using '
+                        'token-based discovery without caCertHashes can be unsafe. Set '
+                        'unsafeSkipCAVerification as true in your kubeadm config file or pass '
+                        '--discovery-token-unsafe-skip-ca-verification flag to continue\n'
+                        + HINT)
+    host = endpoint.rsplit(":", 1)[0]
+    r = joiner.kubeadm("join", host, "--token", "bad", "--discovery-token-ca-cert-hash", h)
+    assert (r.returncode, r.stdout) == (3, "")
+    assert r.stderr == (
+        '[discovery.bootstrapToken.token: Invalid value: "bad": the bootstrap token is invalid, '
+        'discovery.bootstrapToken.apiServerEndpoint: Invalid value: "{0}": address {0}: missing '
+        'port in address, discovery.tlsBootstrapToken: Invalid value: "bad": the bootstrap token '
+        'is invalid]\n'.format(host) + HINT)
+
+
+def init_config_with_a_malformed_token(node):
+    """An InitConfiguration whose bootstrap token is malformed fails as it is read."""
+    node.write("/var/tmp/kos-init-bad-token.yaml", "apiVersion: kubeadm.k8s.io/v1beta4\n"
+               "kind: InitConfiguration\nbootstrapTokens:\n- token: bad\n")
+    r = node.kubeadm("init", "--dry-run", "--config", "/var/tmp/kos-init-bad-token.yaml")
+    node.remove("/var/tmp/kos-init-bad-token.yaml")
+    msg = ('the bootstrap token "bad" was not of the form '
+           r'"\\A([a-z0-9]{6})\\.([a-z0-9]{16})\\z"')
+    assert (r.returncode, r.stdout) == (1, "")
+    lines = r.stderr.split("\n")
+    assert re.fullmatch(r"W\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ initconfiguration\.go:332\] "
+                        + re.escape('error unmarshaling configuration schema.GroupVersionKind'
+                                    '{Group:"kubeadm.k8s.io", Version:"v1beta4", '
+                                    'Kind:"InitConfiguration"}: ' + msg), lines[0]), lines[0]
+    assert lines[1:] == [msg, HINT.rstrip("\n"), ""]

@@ -23,9 +23,50 @@ KUBELET_PKI = "/var/lib/kubelet/pki"
 class Failure(Exception):
     """A kubeadm error: printed on stderr with the stack-trace hint, exit status 1."""
 
+    exit_code = 1
+
     def __init__(self, text):
         Exception.__init__(self, text)
         self.text = text
+
+
+class Invalid(Failure):
+    """A configuration that fails validation (a field.ErrorList, not wrapped in a phase):
+    exit status 3 (util/error.go ValidationExitCode; the real v1.31.4 exits 3 for a join
+    without caCertHashes) until v1.34 made every exit status 1 (kubernetes PR #132080)."""
+
+    @property
+    def exit_code(self):
+        return 3 if env.version_tuple() < (1, 34, 0) else 1
+
+
+def split_host_port(hostport):
+    """Go's net.SplitHostPort: (host, port), or ValueError with its AddrError text."""
+    def fail(why):
+        raise ValueError("address %s: %s" % (hostport, why) if hostport else why)
+    i = hostport.rfind(":")
+    if i < 0:
+        fail("missing port in address")
+    j = k = 0
+    if hostport[0] == "[":
+        end = hostport.find("]")
+        if end < 0:
+            fail("missing ']' in address")
+        if end + 1 == len(hostport):
+            fail("missing port in address")
+        if end + 1 != i:
+            fail("too many colons in address" if hostport[end + 1] == ":"
+                 else "missing port in address")
+        host, j, k = hostport[1:end], 1, end + 1
+    else:
+        host = hostport[:i]
+        if ":" in host:
+            fail("too many colons in address")
+    if "[" in hostport[j:]:
+        fail("unexpected '[' in address")
+    if "]" in hostport[k:]:
+        fail("unexpected ']' in address")
+    return host, hostport[i + 1:]
 
 
 def phase_failure(phase, text):
@@ -141,9 +182,9 @@ def init_node_checks(cc, node, secondary=False, download_certs=False):
 
 
 def join_node_checks(control_plane):
-    """RunJoinNodeChecks: what shows that this node already belongs to a cluster."""
+    """RunJoinNodeChecks: what shows that this node already belongs to a cluster (as
+    v1.31.4's preflight/checks.go JoinNodeChecks lists them: no manifests directory)."""
     checks = [
-        dir_available("/etc/kubernetes/manifests"),
         file_available("/etc/kubernetes/kubelet.conf"),
         file_available("/etc/kubernetes/bootstrap-kubelet.conf"),
         port_check(10250, _kubelet_running()),

@@ -433,6 +433,6 @@ def main(argv=None):
         return run(argv)
     except Failure as f:
         common.report(f)
-        return 1
+        return f.exit_code
     except KeyboardInterrupt:
         return 130

@@ -98,6 +98,7 @@ class JoinSpec:
                                         self.node["ignorePreflightErrors"])
 
     def validate(self):
+        """apis/kubeadm/validation ValidateDiscovery, in its order and field paths."""
         errors = []
         if not self.bootstrap and not self.file:
             errors.append('discovery: Invalid value: "": bootstrapToken or file must be set')
@@ -105,34 +106,31 @@ class JoinSpec:
             errors.append('discovery: Invalid value: "": bootstrapToken and file cannot both be '
                           'set')
         if self.bootstrap:
+            field = "discovery.bootstrapToken"
             if not self.endpoint:
-                errors.append("discovery.bootstrapToken: Required value: APIServerEndpoint is "
-                              "not set")
+                errors.append("%s: Required value: APIServerEndpoint is not set" % field)
             if not self.hashes and not self.unsafe:
-                errors.append('discovery.bootstrapToken: Invalid value: "": using token-based '
+                errors.append('%s.caCertHashes: Invalid value: "": using token-based '
                               'discovery without caCertHashes can be unsafe. Set '
                               'unsafeSkipCAVerification as true in your kubeadm config file or '
                               'pass --discovery-token-unsafe-skip-ca-verification flag to '
-                              'continue')
+                              'continue' % field)
             if not common.valid_token(self.token):
-                errors.append('discovery.bootstrapToken.token: Invalid value: "%s": the '
-                              'bootstrap token is invalid' % self.token)
-            if self.endpoint:
-                try:
-                    common.split_endpoint(self.endpoint, None)
-                    if ":" not in self.endpoint.rsplit("]", 1)[-1]:
-                        raise ValueError
-                except ValueError:
-                    errors.append('discovery.bootstrapToken.apiServerEndpoints: Invalid value: '
-                                  '"%s": address %s: missing port in address'
-                                  % (self.endpoint, self.endpoint))
-        if (self.bootstrap or self.file) and not common.valid_token(self.tls_token):
+                errors.append('%s.token: Invalid value: "%s": the bootstrap token is invalid'
+                              % (field, self.token))
+            try:
+                common.split_host_port(self.endpoint or "")
+            except ValueError as e:
+                errors.append('%s.apiServerEndpoint: Invalid value: "%s": %s'
+                              % (field, self.endpoint or "", e))
+        if (self.bootstrap or (self.file and self.tls_token)) \
+                and not common.valid_token(self.tls_token):
             errors.append('discovery.tlsBootstrapToken: Invalid value: "%s": the bootstrap '
                           'token is invalid' % self.tls_token)
         if len(errors) == 1:
-            raise Failure(errors[0])
+            raise common.Invalid(errors[0])
         if errors:
-            raise Failure("[" + ", ".join(errors) + "]")
+            raise common.Invalid("[" + ", ".join(errors) + "]")
 
 
 # ---------------------------------------------------------------------------
