@@ -42,7 +42,7 @@ CLUSTERS = {
         "cluster_name": "kose2ek",
         "kubernetes_distribution": "kubeadm",
         "num_control_plane": 3,
-        "num_kube_nodes": 4,
+        "num_kube_nodes": 5,
         "public_cidr": "10.248.0.0/24",
         "private_cidr": "10.249.0.0/24",
     },

@@ -1,14 +1,16 @@
 """
-Scale in and out by name on the rehearsal cloud's microk8s cluster (issue 16, item 2): the
+Scale in and out by name on the rehearsal cloud (issue 16, item 2; issue 11, item 4): the
 operator retires k8s-worker-2 (``retired_nodes``) and raises ``num_kube_nodes`` in the same
 change; ``kos up`` takes k8s-worker-2 out of the cluster before Terraform destroys exactly
-its server, forgets its salt key and mine data, and k8s-worker-3 joins. Nothing of
-k8s-worker-2 is left (server, host, key, /etc/hosts lines, Kubernetes node), and no other
-node moved. Named to run after test_rolling_upgrade.py and before test_teardown.py (the
-package's modules run in file-name order); test_secret_ccm.py looks at k8s-worker-1 only.
+its server, forgets its salt key and mine data, and a new worker joins. Nothing of
+k8s-worker-2 is left (server, host, key, /etc/hosts lines, Kubernetes node, and on the
+real kubeadm cluster its pod route on every node), and no other node moved. Named to run
+after test_rolling_upgrade.py and before test_teardown.py (the package's modules run in
+file-name order); test_secret_ccm.py looks at k8s-worker-1 only.
 """
 
 import json
+import time
 
 import pytest
 
@@ -21,10 +23,7 @@ UP_TIMEOUT = 1200
 
 
 @pytest.fixture
-def microk8s(cluster):
-    if cluster.values["kubernetes_distribution"] != "microk8s":
-        pytest.skip("once is enough: orch.remove and kos up's path are the same for kubeadm "
-                    "(tests/integration_kubeadm takes a kubeadm node out through orch.remove)")
+def up(cluster):
     assert cluster.up.returncode == 0, cluster.failed_up()
     return cluster
 
@@ -34,11 +33,28 @@ def salt_json(cluster, *args):
     return json.loads(res.stdout)
 
 
-def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(microk8s):
-    cluster = microk8s
+def wait_for(what, probe, timeout=120, interval=3):
+    deadline = time.monotonic() + timeout
+    while True:
+        ok, last = probe()
+        if ok:
+            return last
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} after {timeout}s: {last}")
+        time.sleep(interval)
+
+
+def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
+    cluster = up
+    distribution = cluster.values["kubernetes_distribution"]
+    workers = cluster.values["num_kube_nodes"] - cluster.values["num_control_plane"]
+    added = f"k8s-worker-{workers + 1}"
     ids = {i["hostname"]: mid for mid, i in cluster.outputs()["minions"].items()}
     domain = ids["salt"].split(".", 1)[1]
-    gone, new, first = (f"{h}.{domain}" for h in ("k8s-worker-2", "k8s-worker-3", "k8s-cp-1"))
+    gone, new, first = (f"{h}.{domain}" for h in ("k8s-worker-2", added, "k8s-cp-1"))
+    if distribution == "kubeadm":
+        cidrs_before = {n: v["pod_cidr"] for n, v in
+                        salt_json(cluster, "salt", first, "kubeadm.nodes")[first].items()}
     before = {i["hostname"]: i["private_ip"] for i in cluster.outputs()["minions"].values()}
     server = cluster.server("k8s-worker-2")
     machine = local_net.host_ns(cluster.name, server.id)
@@ -56,7 +72,7 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(microk8s):
 
     # Terraform destroyed exactly that server; the others kept their addresses
     after = {i["hostname"]: i["private_ip"] for i in cluster.outputs()["minions"].values()}
-    assert set(after) == set(before) - {"k8s-worker-2"} | {"k8s-worker-3"}
+    assert set(after) == set(before) - {"k8s-worker-2"} | {added}
     assert {h: after[h] for h in before if h != "k8s-worker-2"} == {
         h: ip for h, ip in before.items() if h != "k8s-worker-2"}
     assert cluster.conn().compute.find_server(server.id, ignore_missing=True) is None
@@ -72,10 +88,27 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(microk8s):
     # every node's /etc/hosts lost it and learnt the new one; Kubernetes agrees
     for hostname in after:
         hosts = cluster.host(hostname).path("/etc/hosts").read_text()
-        assert "k8s-worker-2" not in hosts and "k8s-worker-3" in hosts, (hostname, hosts)
-    nodes = salt_json(cluster, "salt", first, "microk8s.nodes")[first]
-    assert set(nodes) == {"k8s-cp-1", "k8s-worker-1", "k8s-worker-3"}, nodes
-    assert nodes["k8s-worker-3"]["ready"] and nodes["k8s-worker-3"]["role"] == "worker"
+        assert "k8s-worker-2" not in hosts and added in hosts, (hostname, hosts)
+    k8s = sorted(h for h in after if h.startswith("k8s-"))
+    nodes = salt_json(cluster, "salt", first, f"{distribution}.nodes")[first]
+    assert sorted(nodes) == k8s, nodes
+    assert nodes[added]["ready"]
+    if distribution == "microk8s":
+        assert nodes[added]["role"] == "worker"
+    else:
+        assert nodes[added]["roles"] == [] and nodes[added]["version"] == nodes["k8s-cp-1"]["version"]
+        # the routed pod network: every node routes to the new worker's pods through it,
+        # and to the retired one's no more (each minion's scheduler, from the API)
+        want = {v["pod_cidr"]: v["ip"] for n, v in nodes.items()}
+        assert cidrs_before["k8s-worker-2"] not in want
+
+        def routes_in_line():
+            seen = {h: salt_json(cluster, "salt", f"{h}.{domain}",
+                                 "kubeadm.pod_routes").get(f"{h}.{domain}") for h in k8s}
+            wrong = {h: r for h, r in seen.items()
+                     if r != {c: ip for c, ip in want.items() if c != nodes[h]["pod_cidr"]}}
+            return not wrong, wrong
+        wait_for("pod routes that do not match the nodes", routes_in_line)
 
     status = cluster.kos("status", *cluster.args, "--json")
     assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-2000:]
