@@ -237,7 +237,8 @@ def _steps(build, go, version, out):
         _as_module_build(work / "kubernetes", version)
     env = _go_env(toolchain)
     meta = json.loads(Path(info["Info"]).read_text())
-    ldflags = _ldflags(version, info["Origin"]["Hash"], meta["Time"])
+    # the proxy names the commit of some releases only (v1.31.4 yes, v1.32.13 no)
+    ldflags = _ldflags(version, (info.get("Origin") or {}).get("Hash", ""), meta["Time"])
     # kubeadm first: it names the images (and so the etcd and CoreDNS versions).
     for what in (COMMANDS[:1], COMMANDS[1:]):
         with build.stage(f"{', '.join(what)} with {toolchain}"):
