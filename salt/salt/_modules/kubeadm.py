@@ -1215,3 +1215,172 @@ def sync_pod_network(node_name, cluster_cidr, kube_dir=None, cni_conf=POD_CNI_CO
         if not test:
             _run(["-t", "nat", "-A", "POSTROUTING", *rule], binary="iptables")
     return {"pod_cidr": mine["pod_cidr"], "changes": changes}
+
+
+# -- the rolling upgrade (orch.upgrade; day-2 reference D.2-D.4) -----------------------------
+
+UPGRADE_NOTE = "kubeadm-upgrade-pending.json"
+KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
+IMAGE_TAG_RE = re.compile(r"^\s*image:\s*\S+/kube-apiserver:(v[^\s\"']+)", re.M)
+
+
+def manifest_version(kube_dir=None):
+    """
+    Return the version of this node's control-plane instance: the image tag of its
+    kube-apiserver static Pod manifest (``v1.32.1``), what ``kubeadm upgrade apply`` and
+    ``upgrade node`` move. None on a worker or a node kubeadm has not set up.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kubeadm.manifest_version
+    """
+    path = os.path.join(_kube_dir(kube_dir), "manifests", "kube-apiserver.yaml")
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            found = IMAGE_TAG_RE.search(fh.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def cluster_version(kubeconfig=None):
+    """
+    Return the cluster's version as kubeadm stored it: ``kubernetesVersion`` of the
+    ClusterConfiguration in ``kube-system/kubeadm-config`` (``upgrade apply`` rewrites it).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.cluster_version
+    """
+    out = _kubectl(["get", "configmap", "kubeadm-config", "-n", "kube-system", "-o",
+                    "jsonpath={.data.ClusterConfiguration}"], kubeconfig)["stdout"]
+    try:
+        return (salt.utils.yaml.safe_load(out) or {}).get("kubernetesVersion")
+    except (salt.utils.yaml.parser.ParserError, salt.utils.yaml.scanner.ScannerError,
+            AttributeError) as exc:
+        raise CommandExecutionError("kubeadm-config holds no ClusterConfiguration") from exc
+
+
+def upgrade_apply(version, dry_run=False):
+    """
+    Upgrade the cluster's control plane to ``version`` from the first control plane
+    (``kubeadm upgrade apply <version> --yes``): its own static Pods, the stored
+    ClusterConfiguration, and the addons once no other control plane is older. The kubeadm
+    package must already be at ``version``; kubeadm's version policy refuses a skipped
+    minor or a downgrade (reference D.2.4).
+
+    version
+        ``v1.32.1``.
+
+    dry_run
+        ``--dry-run``: print what would change, change nothing.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.upgrade_apply v1.32.1
+    """
+    args = ["upgrade", "apply", str(version), "--yes"] + _flags([("--dry-run", dry_run or None)])
+    try:
+        return _run(args, stdin="")["stdout"]
+    finally:
+        _forget()
+
+
+def upgrade_node(dry_run=False):
+    """
+    Upgrade this node to the version the cluster stores (``kubeadm upgrade node``): a
+    control plane's static Pods and kubeconfigs, every node's kubelet configuration. Run
+    after ``upgrade_apply`` on the first control plane, with the new kubeadm package.
+
+    dry_run
+        ``--dry-run``: print what would change, change nothing.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-*' kubeadm.upgrade_node
+    """
+    args = ["upgrade", "node"] + _flags([("--dry-run", dry_run or None)])
+    try:
+        return _run(args, stdin="")["stdout"]
+    finally:
+        _forget()
+
+
+def uncordon(node, kubeconfig=None):
+    """
+    Let ``node`` take Pods again (``kubectl uncordon``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.uncordon k8s-worker-2
+    """
+    try:
+        return _kubectl(["uncordon", node], kubeconfig)["stdout"]
+    finally:
+        _forget()
+
+
+def package_versions():
+    """
+    Return the installed versions of the Kubernetes packages, as the system's package
+    manager reports them: ``{"kubeadm": "1.32.1-1.1", "kubelet": ..., "kubectl": ...}``
+    (None: not installed, or no package manager Salt knows).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.package_versions
+    """
+    if "pkg.version" not in __salt__:
+        return dict.fromkeys(KUBERNETES_PACKAGES)
+    found = __salt__["pkg.version"](*KUBERNETES_PACKAGES)
+    return {name: found.get(name) or None for name in KUBERNETES_PACKAGES}
+
+
+def upgrade_facts(kube_dir=None):
+    """
+    What orch.upgrade must know of this node before it changes anything:
+    ``{"joined": kubeadm set the node up (see has_local_files), "kubeadm": the kubeadm
+    command's version, "control_plane": the node runs a control-plane instance,
+    "control_plane_version": its version (manifest_version), "packages": package_versions,
+    "pillar": {"version", "package_version", "repo"} of kubeadm in a freshly compiled pillar,
+    "pending": the version of an upgrade that started here and has not finished,
+    "pending_cordoned": whether the node was cordoned before that upgrade drained it}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.upgrade_facts
+    """
+    # Salt 3008 masks pillar values it returns unless asked; these three are not secret.
+    pillar = __salt__["pillar.items"](unmask=True).get("kubeadm") or {}
+    note = __utils__["kos_state.read_json"](
+        __utils__["kos_state.state_file"](__salt__, UPGRADE_NOTE)) or {}
+    try:
+        kubeadm_version = version()
+    except CommandExecutionError:
+        kubeadm_version = None
+    control_plane = manifest_version(kube_dir)
+    return {
+        "joined": has_local_files(kube_dir),
+        "kubeadm": kubeadm_version,
+        "control_plane": control_plane is not None,
+        "control_plane_version": control_plane,
+        "packages": package_versions(),
+        "pillar": __utils__["kos_schema.plain"](
+            {key: pillar.get(key) for key in ("version", "package_version", "repo")}),
+        "pending": note.get("version"),
+        "pending_cordoned": bool(note.get("cordoned")),
+    }

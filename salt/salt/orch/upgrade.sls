@@ -1,23 +1,29 @@
 {#- salt-run state.orchestrate orch.upgrade [pillar='{"version": "1.32/stable"}']
 
-    Moves a microk8s cluster to another Kubernetes minor version, one node at a time:
-    the first control plane, the other control planes, then the workers. For each node:
-    drained from a control plane, its snap refreshed to the new channel and running
-    again, seen Ready on the new version from a control plane, uncordoned. A node that
-    fails stops the run; the nodes after it are left as they were. A re-run continues:
-    nodes already on the channel are skipped, a node whose upgrade started and did not
-    finish (it notes that) is finished, uncordon included. A node the operator had
-    cordoned before the upgrade is drained and upgraded like the others and stays
-    cordoned.
+    Moves a cluster to another Kubernetes version, one node at a time: the first control
+    plane, the other control planes, then the workers. A node that fails stops the run; the
+    nodes after it are left as they were. A re-run continues: nodes already on the target
+    are skipped, a node whose upgrade started and did not finish (it notes that) is
+    finished, uncordon included. A node the operator had cordoned before the upgrade is
+    drained and upgraded like the others and stays cordoned. Before anything changes every
+    node answers (the silent ones are named), and the target is checked against what each
+    node runs: one minor version at a time, never down.
 
-    Before anything changes every node answers (the silent ones are named), and the
-    target is checked against what each node runs: one minor version at a time, never
-    down (microk8s's documented rule; snap revert microk8s is the way back).
+    microk8s: each node drained from a control plane, its snap refreshed to the new channel
+    and running again, seen Ready on the new version, uncordoned (snap revert microk8s is
+    the way back).
+    kubeadm: orch/upgrade-kubeadm.jinja (kubeadm upgrade apply on the first control plane,
+    upgrade node on the others, the packages moved and held, the kubelet restarted).
 
-    version:        the channel (1.32/stable) or track (1.32, meaning 1.32/stable) to move
-                    to; default: microk8s:channel of the first control plane's pillar.
-    drain_timeout:  seconds a node's Pod evictions may take (default 300).
-    ready_timeout:  seconds a refreshed node has to be Ready again (default 300). #}
+    version:          microk8s: the channel (1.32/stable) or track (1.32, meaning
+                      1.32/stable); default microk8s:channel of the first control plane's
+                      pillar. kubeadm: the release (v1.32.1); default kubeadm:version of
+                      the first control plane's pillar.
+    package_version:  kubeadm only: the Debian package version of that release (default
+                      kubeadm:package_version when version is the pillar's, else
+                      <version>-1.1).
+    drain_timeout:    seconds a node's Pod evictions may take (default 300).
+    ready_timeout:    seconds an upgraded node has to be Ready again (default 300). #}
 {%- import_yaml "microk8s/defaults.yaml" as microk8s_defaults %}
 {%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
@@ -31,12 +37,18 @@
 {%- set version = salt['pillar.get']('version', None) %}
 {%- set drain_timeout = salt['pillar.get']('drain_timeout', 300) %}
 {%- set ready_timeout = salt['pillar.get']('ready_timeout', 300) %}
+{%- set package_version = salt['pillar.get']('package_version', None) %}
 {%- set problems = [] %}
-{%- if distribution != 'microk8s' %}
-{%- do problems.append("orch.upgrade moves microk8s clusters only; the kubeadm rolling upgrade "
-                        ~ "(kubeadm upgrade apply, then upgrade node on each node) is not implemented yet") %}
+{%- if distribution == 'kubeadm' %}
+{%- if version is not none and (version is not string or not (version | regex_match('^v?(\\d+)\\.(\\d+)\\.(\\d+)$'))) %}
+{%- do problems.append("pillar key 'version' must be a Kubernetes release such as v1.32.1, got " ~ version | tojson) %}
 {%- endif %}
-{%- if version is not none and (version is not string or not (version | regex_match('^(\\d+\\.\\d+)(/(stable|candidate|beta|edge))?$'))) %}
+{%- if package_version is not none and (package_version is not string or not (package_version | regex_match('^\\d+\\.\\d+\\.\\d+-\\S+$'))) %}
+{%- do problems.append("pillar key 'package_version' must be a Debian package version such as 1.32.1-1.1, got " ~ package_version | tojson) %}
+{%- endif %}
+{%- elif distribution != 'microk8s' %}
+{%- do problems.append("orch.upgrade moves microk8s and kubeadm clusters, not " ~ distribution | tojson) %}
+{%- elif version is not none and (version is not string or not (version | regex_match('^(\\d+\\.\\d+)(/(stable|candidate|beta|edge))?$'))) %}
 {%- do problems.append("pillar key 'version' must be a microk8s track such as 1.32 or a channel such as 1.32/stable, got " ~ version | tojson) %}
 {%- endif %}
 {%- for key, value in [('drain_timeout', drain_timeout), ('ready_timeout', ready_timeout)] %}
@@ -52,6 +64,8 @@
 kos-orch-upgrade-options:
   test.fail_without_changes:
     - name: {{ problems | join('; ') | tojson }}
+{%- elif distribution == 'kubeadm' %}
+{%- include "orch/upgrade-kubeadm.jinja" %}
 {%- else %}
 {%- set answers = salt['saltutil.cmd'](order, 'microk8s.upgrade_facts', tgt_type='list', timeout=30) %}
 {%- set facts = {} %}

@@ -1,0 +1,247 @@
+"""
+The steps of the kubeadm rolling upgrade (orch.upgrade; day-2 reference D.2-D.4), each
+idempotent so that a re-run finishes a node whose upgrade stopped half-way: the Kubernetes
+packages moved to one version and held there, ``kubeadm upgrade apply``/``node``, the
+kubelet restarted on its new package, the node Ready on that version, uncordoned.
+"""
+
+import time
+
+from salt.exceptions import CommandExecutionError
+
+__virtualname__ = "kubeadm_upgrade"
+
+
+def __virtual__():
+    # Loads without the kubeadm command too: a test run predicts instead of failing as
+    # "state not found"; each state says what is missing.
+    return __virtualname__
+
+
+def _ret(name):
+    return __utils__["kos_state.ret"](name)
+
+
+def _fail(ret, exc):
+    return __utils__["kos_state.fail"](ret, exc)
+
+
+def _missing(ret, what):
+    return __utils__["kos_state.missing_module"](ret, __opts__, "kubeadm", what)
+
+
+def _installed():
+    return "kubeadm.upgrade_facts" in __salt__
+
+
+def _plain(version):
+    """``v1.32.1`` and ``1.32.1-1.1`` (a Debian package version) as ``1.32.1``."""
+    return str(version or "").lstrip("v").split("-", 1)[0] or None
+
+
+def packages(name, pkgs, refresh=True):
+    """
+    Ensure the Kubernetes packages ``pkgs`` (``[kubeadm]``, ``[kubelet, kubectl]``) are
+    installed at package version ``name`` (``1.32.1-1.1``) and held there, as reference
+    D.4.2 does by hand (unhold, install the exact version, hold): an unattended upgrade
+    must not move them again.
+
+    refresh
+        Read the package lists first (the repository line may have just changed).
+    """
+    ret = _ret(name)
+    if "pkg.version" not in __salt__:
+        return _fail(ret, "no package manager Salt knows on this node (pkg.version)")
+    try:
+        have = __salt__["kubeadm.package_versions"]() if _installed() else {
+            p: __salt__["pkg.version"](p) or None for p in pkgs}
+        changes = {p: {"old": have.get(p), "new": name} for p in pkgs if have.get(p) != name}
+        if not changes:
+            ret["comment"] = f"{', '.join(pkgs)} at {name}"
+            return ret
+        ret["changes"] = changes
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"{', '.join(sorted(changes))} would move to {name} and be held"
+            return ret
+        __salt__["pkg.unhold"](pkgs=list(pkgs))
+        __salt__["pkg.install"](pkgs=[{p: name} for p in pkgs], refresh=refresh)
+        __salt__["pkg.hold"](pkgs=list(pkgs))
+        now = {p: __salt__["pkg.version"](p) or None for p in pkgs}
+        wrong = {p: v for p, v in now.items() if v != name}
+        if wrong:
+            return _fail(ret, f"installing {name} left {wrong}")
+        ret["comment"] = f"{', '.join(sorted(changes))} moved to {name} and held"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"moving {', '.join(pkgs)} to {name} failed: {exc}")
+    return ret
+
+
+def upgraded(name, node, first=False, kubeconfig=None):
+    """
+    Ensure this node's part of the cluster is at version ``name`` (``v1.32.1``), with the
+    kubeadm package already at that version: on the first control plane ``kubeadm
+    upgrade apply`` (the stored cluster version and this node's control-plane instance),
+    on any other node ``kubeadm upgrade node`` (a control plane's instance, every node's
+    kubelet configuration). A worker keeps no trace of it but its kubelet, so a worker
+    whose kubelet does not run ``name`` yet runs ``upgrade node``, which is idempotent
+    (reference D.4.1). Test mode runs kubeadm's ``--dry-run``.
+
+    node
+        This node's Kubernetes name.
+
+    first
+        This node is the first control plane: ``apply``.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"upgrade this node to {name}")
+    try:
+        facts = __salt__["kubeadm.upgrade_facts"]()
+        if _plain(facts["kubeadm"]) != _plain(name):
+            return _fail(ret, f"kubeadm is {facts['kubeadm']}, not {name}: move its package "
+                              "first (kubeadm_upgrade.packages)")
+        if first:
+            have = {"cluster": __salt__["kubeadm.cluster_version"](kubeconfig=kubeconfig),
+                    "control_plane": facts["control_plane_version"]}
+        elif facts["control_plane"]:
+            have = {"control_plane": facts["control_plane_version"]}
+        else:
+            have = {"kubelet": (_own_node(node) or {}).get("version")}
+        changes = {k: {"old": v, "new": name} for k, v in have.items() if _plain(v) != _plain(name)}
+        if not changes:
+            ret["comment"] = f"this node's part of the cluster is at {name}"
+            return ret
+        ret["changes"] = changes
+        command = f"kubeadm upgrade apply {name}" if first else "kubeadm upgrade node"
+        if __opts__["test"]:
+            if first:
+                __salt__["kubeadm.upgrade_apply"](name, dry_run=True)
+            else:
+                __salt__["kubeadm.upgrade_node"](dry_run=True)
+            ret["result"] = None
+            ret["comment"] = f"{command} would run (its dry run passed)"
+            return ret
+        if first:
+            __salt__["kubeadm.upgrade_apply"](name)
+        else:
+            __salt__["kubeadm.upgrade_node"]()
+        ret["comment"] = f"{command} ran"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"upgrading this node to {name} failed: {exc}")
+    return ret
+
+
+def _kubelet_conf():
+    return __salt__["config.get"]("kubeadm:kube_dir", "/etc/kubernetes") + "/kubelet.conf"
+
+
+def _own_node(name):
+    """Node ``name`` (this one) as the API shows it to the kubelet's credential, now."""
+    kubeconfig = _kubelet_conf()
+    __context__.pop(f"kubeadm.nodes:{kubeconfig}", None)
+    return __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+
+
+def _wait_node(name, version, timeout, kubeconfig, interval=1):
+    """The node's record once it is Ready on ``version``, or the last one seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        __context__.pop(f"kubeadm.nodes:{kubeconfig}", None)
+        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+        if node and node["ready"] and _plain(node["version"]) == _plain(version):
+            return node, True
+        if time.monotonic() >= deadline:
+            return node, False
+        time.sleep(interval)
+
+
+def kubelet_restarted(name, version, timeout=300):
+    """
+    Ensure the kubelet of this node (Kubernetes node ``name``) runs its package's version
+    ``version``: a kubelet keeps reporting the version it started with, so a node whose
+    kubelet package moved has it restarted (``service.restart kubelet``, systemd reloads
+    its units first) and is seen Ready on ``version`` within ``timeout`` seconds, through
+    the kubelet's own credential.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"restart the kubelet of {name}")
+    kubeconfig = _kubelet_conf()
+    try:
+        node = _own_node(name)
+        running = (node or {}).get("version")
+        if node and node["ready"] and _plain(running) == _plain(version):
+            ret["comment"] = f"the kubelet of {name} runs {running}"
+            return ret
+        ret["changes"] = {"kubelet": {"old": running, "new": version}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"the kubelet of {name} would be restarted on {version}"
+            return ret
+        __salt__["service.restart"]("kubelet")
+        node, ready = _wait_node(name, version, timeout, kubeconfig)
+        if not ready:
+            return _fail(ret, f"the kubelet of {name} was restarted but the node is not Ready "
+                              f"on {version} after {timeout} s (it reports "
+                              f"{(node or {}).get('version')}, ready: {(node or {}).get('ready')})")
+        ret["comment"] = f"the kubelet of {name} restarted on {version}"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"restarting the kubelet of {name} failed: {exc}")
+    return ret
+
+
+def node_ready(name, version, timeout=300, kubeconfig=None):
+    """
+    Ensure node ``name`` is Ready on kubelet version ``version`` (run on a control plane),
+    waiting up to ``timeout`` seconds. Changes nothing.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"see node {name} Ready on {version}")
+    try:
+        if __opts__["test"]:
+            node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+            ready = bool(node and node["ready"] and _plain(node["version"]) == _plain(version))
+        else:
+            node, ready = _wait_node(name, version, timeout, kubeconfig)
+    except CommandExecutionError as exc:
+        return _fail(ret, f"reading node {name} failed: {exc}")
+    if ready:
+        ret["comment"] = f"node {name} is Ready on {node['version']}"
+    elif __opts__["test"]:
+        ret["result"] = None
+        ret["comment"] = f"node {name} is not Ready on {version} yet"
+    else:
+        ret["result"] = False
+        ret["comment"] = (f"node {name} is not Ready on {version} after {timeout} s (it reports "
+                          f"{(node or {}).get('version')}, ready: {(node or {}).get('ready')})")
+    return ret
+
+
+def node_uncordoned(name, kubeconfig=None):
+    """
+    Ensure node ``name`` takes Pods (run on a control plane): ``kubectl uncordon``.
+    """
+    ret = _ret(name)
+    if not _installed():
+        return _missing(ret, f"uncordon node {name}")
+    try:
+        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+        if node is None:
+            return _fail(ret, f"node {name} is not registered")
+        if not node["unschedulable"]:
+            ret["comment"] = f"node {name} takes Pods"
+            return ret
+        ret["changes"] = {"schedulable": {"old": False, "new": True}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"node {name} would be uncordoned"
+            return ret
+        __salt__["kubeadm.uncordon"](name, kubeconfig=kubeconfig)
+        if __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):
+            return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
+        ret["comment"] = f"node {name} uncordoned"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"uncordoning {name} failed: {exc}")
+    return ret
