@@ -338,6 +338,24 @@ def test_node_preparation_on_a_real_node(loaders):
     assert "kubeadm-haproxy-cmd-run-start" not in ids
 
 
+def test_a_joined_node_keeps_its_kubernetes_packages_where_they_are(loaders, tmp_path):
+    """A highstate must not move a joined node's kubelet behind orch.upgrade's back (the
+    skew policy: no kubelet newer than the API server): it keeps the packages installed and
+    held, at whatever version they are; a node not joined yet installs the pillar's."""
+    kube_dir = tmp_path / "kubernetes"
+    kube_dir.mkdir()
+    pillar = {"kubeadm": {**MANAGED["kubeadm"], "kube_dir": str(kube_dir),
+                          "version": "v1.32.1", "package_version": "1.32.1-1.1"}}
+    fresh = low_ids(loaders, "kubeadm.prepare", pillar=pillar)["kubeadm-prepare-pkg-installed-kubernetes"]
+    assert fresh["pkgs"] == [{"kubelet": "1.32.1-1.1"}, {"kubeadm": "1.32.1-1.1"},
+                             {"kubectl": "1.32.1-1.1"}]
+    assert fresh["hold"] is True and fresh["update_holds"] is True
+    (kube_dir / "kubelet.conf").write_text("apiVersion: v1\nkind: Config\n")
+    joined = low_ids(loaders, "kubeadm.prepare", pillar=pillar)["kubeadm-prepare-pkg-installed-kubernetes"]
+    assert joined["pkgs"] == ["kubelet", "kubeadm", "kubectl"]
+    assert joined["hold"] is True and "update_holds" not in joined
+
+
 @pytest.mark.parametrize("content", [None, "iid-datasource-none\n"], ids=["missing", "not-uuid"])
 def test_no_instance_uuid_stops_the_node_before_it_joins(loaders, tmp_path, content):
     """Without a provider ID the cloud controller would look for a server named like the

@@ -83,19 +83,43 @@ kubeadm-prepare-file-managed-containerd_config:
     - require:
       - pkg: kubeadm-prepare-pkg-installed-containerd
 
+{#- A node kubeadm set up (kubelet.conf) keeps the version it runs: moving its kubelet here,
+    behind the drain and the control plane's upgrade, would break the version skew policy
+    (no kubelet newer than the API server). kos upgrade moves it; a new node installs the
+    pillar's version, which the operator moved with the cluster. #}
+{%- set joined = salt['file.file_exists'](kubeadm.kube_dir ~ '/kubelet.conf') %}
+{%- set installed = salt['pkg.version']('kubeadm') if joined and 'pkg.version' in salt else '' %}
+
 kubeadm-prepare-pkg-installed-kubernetes:
   pkg.installed:
+{%- if joined %}
+    - pkgs:
+      - kubelet
+      - kubeadm
+      - kubectl
+{%- else %}
     - pkgs:
       - kubelet: {{ kubeadm.package_version }}
       - kubeadm: {{ kubeadm.package_version }}
       - kubectl: {{ kubeadm.package_version }}
+    - update_holds: True
+{%- endif %}
     # an unattended upgrade must not move the cluster to another version
     - hold: True
-    - update_holds: True
     # the kubeadm execution module loads only once the command exists
     - reload_modules: True
     - require:
       - pkgrepo: kubeadm-prepare-pkgrepo-managed-kubernetes
+{%- if installed and installed != kubeadm.package_version | string %}
+
+kubeadm-prepare-test-succeed_without_changes-kubernetes_version:
+  test.succeed_without_changes:
+    - name: {{ ("kubelet, kubeadm and kubectl stay at " ~ installed ~ " (held): this node has joined the "
+                ~ "cluster and moves with kos upgrade (salt-run state.orchestrate orch.upgrade), "
+                ~ "not with a highstate; the pillar names " ~ kubeadm.package_version) | tojson }}
+    - require:
+      - pkg: kubeadm-prepare-pkg-installed-kubernetes
+{%- endif %}
 {%- endif %}
 {%- if kubeadm.manage.services %}
 
