@@ -484,9 +484,10 @@ def renew_certificates(force, **kw):
 @cli.command()
 @common_options
 @outputs_option
-@click.option("--version", "version", metavar="CHANNEL",
-              help="The microk8s channel (1.32/stable) or track (1.32) to move to; default: "
-              "microk8s:channel of the pillar. One minor version at a time.")
+@click.option("--version", "version", metavar="VERSION",
+              help="microk8s: the channel (1.32/stable) or track (1.32) to move to; default: "
+              "microk8s:channel of the pillar. kubeadm: the release (v1.32.1); default: "
+              "kubeadm:version of the pillar. One minor version at a time.")
 def upgrade(version, **kw):
     """Move the cluster to another Kubernetes version, one node at a time, each drained
     before and uncordoned after (salt-run state.orchestrate orch.upgrade)."""
