@@ -356,6 +356,33 @@ def test_a_joined_node_keeps_its_kubernetes_packages_where_they_are(loaders, tmp
     assert joined["hold"] is True and "update_holds" not in joined
 
 
+def test_the_upgrade_moves_the_repository_line_then_kubeadm_first(loaders):
+    """Where kos owns the packages, the node's pkgs.k8s.io line moves to the target's minor
+    before the kubeadm package; kubelet and kubectl follow kubeadm upgrade."""
+    run = {"kos_upgrade": {
+        "node": "k8s-worker-1", "version": "v1.32.1", "package_version": "1.32.1-1.1",
+        "repo": {"url": "https://pkgs.k8s.io/core:/stable:/v1.32/deb/",
+                 "key_url": "https://pkgs.k8s.io/core:/stable:/v1.32/deb/Release.key",
+                 "keyring": "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"},
+        "first": False, "drain_timeout": 300, "ready_timeout": 300, "cordoned": False}}
+    chunks = loaders.modules.state.show_low_sls("kubeadm.upgrade.node", pillar={**MANAGED, **run})
+    assert isinstance(chunks, list), chunks
+    order = [c["__id__"] for c in sorted(chunks, key=lambda c: c["order"])]
+    assert order == ["kubeadm-upgrade-node-pkgrepo-managed-kubernetes",
+                     "kubeadm-upgrade-node-kubeadm_upgrade-packages-kubeadm",
+                     "kubeadm-upgrade-node-kubeadm_upgrade-upgraded",
+                     "kubeadm-upgrade-node-kubeadm_upgrade-packages-kubelet",
+                     "kubeadm-upgrade-node-kubeadm_upgrade-kubelet_restarted"]
+    ids = {c["__id__"]: c for c in chunks}
+    assert ids["kubeadm-upgrade-node-pkgrepo-managed-kubernetes"]["name"] == (
+        "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] "
+        "https://pkgs.k8s.io/core:/stable:/v1.32/deb/ /")
+    assert ids["kubeadm-upgrade-node-kubeadm_upgrade-packages-kubeadm"]["name"] == "1.32.1-1.1"
+    unmanaged = {c["__id__"] for c in loaders.modules.state.show_low_sls(
+        "kubeadm.upgrade.node", pillar=run)}
+    assert "kubeadm-upgrade-node-pkgrepo-managed-kubernetes" not in unmanaged
+
+
 @pytest.mark.parametrize("content", [None, "iid-datasource-none\n"], ids=["missing", "not-uuid"])
 def test_no_instance_uuid_stops_the_node_before_it_joins(loaders, tmp_path, content):
     """Without a provider ID the cloud controller would look for a server named like the
@@ -740,3 +767,28 @@ def test_certificates_renewed_on_the_standin_then_nothing_to_do(loaders, initial
     assert sorted(p.name for p in (Path(cp.kube_dir) / "manifests").iterdir()) == manifests
     assert "k8s-cp-1" in nodes
     assert again.result is True and again.changes == {}
+
+
+def test_upgrade_in_test_mode_is_kubeadms_dry_run_and_changes_nothing(loaders, initialized, lab):
+    """kubeadm_upgrade.upgraded with test=True on the first control plane, its kubeadm
+    package already on the next minor: kubeadm upgrade apply --dry-run passes, and neither the
+    manifests nor the stored cluster version move."""
+    cp = lab["k8s-cp-1"]
+    admin = str(Path(cp.kube_dir) / "admin.conf")
+    packages = cp.root / "var/lib/kos-standin/packages.json"
+    packages.parent.mkdir(parents=True, exist_ok=True)
+    packages.write_text(json.dumps({"kubeadm": "1.32.1-1.1"}))
+    manifests = Path(cp.kube_dir) / "manifests"
+    before = {p.name: p.read_text() for p in manifests.iterdir()}
+    try:
+        with on(cp):
+            ret = loaders.states.kubeadm_upgrade.upgraded(
+                name="v1.32.1", node="k8s-cp-1", first=True, kubeconfig=admin, test=True)
+            stored = loaders.modules.kubeadm.cluster_version(kubeconfig=admin)
+    finally:
+        packages.unlink()
+    assert ret.result is None, ret
+    assert ret.comment == "kubeadm upgrade apply v1.32.1 would run (its dry run passed)"
+    assert ret.changes["cluster"] == {"old": "v1.31.4", "new": "v1.32.1"}
+    assert {p.name: p.read_text() for p in manifests.iterdir()} == before
+    assert stored == "v1.31.4"
