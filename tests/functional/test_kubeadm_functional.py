@@ -428,6 +428,25 @@ def test_remove_orchestration_keeps_the_first_control_plane_and_changes_nothing(
                             "the cluster's join credentials and stays")
 
 
+@pytest.mark.parametrize("distribution, pillar, words", [
+    ("kubeadm", {"version": "1.32"},
+     "pillar key 'version' must be a Kubernetes release such as v1.32.1, got \"1.32\""),
+    ("kubeadm", {"version": "v1.32.1", "package_version": "latest"},
+     "pillar key 'package_version' must be a Debian package version such as 1.32.1-1.1"),
+    ("microk8s", {"version": "latest/edge"},
+     "pillar key 'version' must be a microk8s track such as 1.32"),
+])
+def test_upgrade_orchestration_refuses_bad_options_before_asking_a_minion(
+        loaders, distribution, pillar, words):
+    data = loaders.modules.state.show_sls("orch.upgrade", pillar={
+        **pillar, "kos": {"distribution": distribution},
+        "kubernetes": {"distribution": distribution}})
+    assert list(data) == ["kos-orch-upgrade-options"], data
+    step = dict(kv for item in data["kos-orch-upgrade-options"]["test"]
+                if isinstance(item, dict) for kv in item.items())
+    assert words in step["name"], step["name"]
+
+
 def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
     cp = lab["k8s-cp-1"]
     before = sorted(str(p) for p in cp.root.rglob("*"))

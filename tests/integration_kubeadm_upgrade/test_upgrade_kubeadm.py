@@ -20,8 +20,8 @@ STEPS = ("begin", "drain", "node", "uncordon", "done")
 REQUISITE_FAILED = "One or more requisite failed"
 
 
-def orchestrate(salt_run, pillar=None):
-    args = ["state.orchestrate", "orch.upgrade"]
+def orchestrate(salt_run, pillar=None, test=False):
+    args = ["state.orchestrate", "orch.upgrade"] + (["test=True"] if test else [])
     if pillar is not None:
         args.append(f"pillar={json.dumps(pillar)}")
     ret = salt_run.run(*args)
@@ -156,6 +156,23 @@ def test_a_silent_node_is_named_and_nothing_changes(deployed, salt_run, salt_cli
     finally:
         minions["k8s-worker-1"].start(start_timeout=180)
     assert node_view(salt_cli, deployment, host_roots) == before
+
+
+def test_a_test_run_predicts_every_node_and_changes_nothing(deployed, salt_run, salt_cli,
+                                                            deployment, host_roots):
+    before = node_view(salt_cli, deployment, host_roots)
+    ret, steps = orchestrate(salt_run, {"version": TARGET, "package_version": TARGET_PACKAGES},
+                             test=True)
+    assert ret.returncode == 0, dump(steps)
+    assert [n for n, _ in node_steps(steps)] == [n for n in K8S for _ in STEPS], dump(steps)
+    assert all(v["result"] is not False for v in steps.values()), dump(steps)
+    node = minion_states(by_id(steps)[f"kos-orch-upgrade-{deployment.fqdn('k8s-cp-1')}-node"])
+    assert node["kubeadm-upgrade-node-kubeadm_upgrade-packages-kubeadm"]["changes"] == {
+        "kubeadm": {"old": FIRST_PACKAGES, "new": TARGET_PACKAGES}}
+    assert node["kubeadm-upgrade-node-kubeadm_upgrade-kubelet_restarted"]["result"] is None
+    assert node_view(salt_cli, deployment, host_roots) == before
+    for name in K8S:
+        assert standin_file(host_roots, name, "restarts.log") is None, name
 
 
 @pytest.fixture(scope="module")

@@ -99,6 +99,13 @@ def upgraded(name, node, first=False, kubeconfig=None):
     try:
         facts = __salt__["kubeadm.upgrade_facts"]()
         if _plain(facts["kubeadm"]) != _plain(name):
+            if __opts__["test"]:
+                # in a test run the package step before this one only predicted its move
+                ret["result"] = None
+                ret["changes"] = {"kubeadm": {"old": facts["kubeadm"], "new": name}}
+                ret["comment"] = (f"kubeadm upgrade would run once the kubeadm package is at "
+                                  f"{name} (it is {facts['kubeadm']})")
+                return ret
             return _fail(ret, f"kubeadm is {facts['kubeadm']}, not {name}: move its package "
                               "first (kubeadm_upgrade.packages)")
         if first:
