@@ -6,6 +6,11 @@ layout, the mirror's pillar. The build itself runs for real in the end-to-end te
 """
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import time
 import tarfile
 
 import pytest
@@ -145,3 +150,22 @@ def test_a_stopped_hosts_cgroups_go_with_what_its_kubelet_made_in_them(monkeypat
     assert hosts.remove_cgroups(found, timeout=0.3) == [parent / "kos-c-cloud"]
     assert sorted(p.name for p in parent.iterdir()) == ["kos-c-cloud", "kos-cx-0123abcd"]
     assert not (tmp_path / "cpu/kos-hosts/kos-c-0123abcd").exists()
+
+
+@pytest.mark.skipif(not shutil.which("go"), reason="needs go (the build's own toolchain)")
+def test_the_pause_program_answers_v_as_the_real_one_and_stops_on_sigterm(tmp_path):
+    # kubeadm upgrade's preflight runs the pause image with -v as a Job that must complete
+    (tmp_path / "main.go").write_text(kubernetes.PAUSE_GO % "3.10")
+    (tmp_path / "go.mod").write_text("module kos.invalid/pause\n\ngo 1.22\n")
+    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
+           "GOCACHE": str(kubernetes.go_root() / "build"), "GOFLAGS": "-mod=mod"}
+    subprocess.run(["go", "build", "-o", "pause", "."], cwd=tmp_path, env=env, check=True,
+                   timeout=300)
+    r = subprocess.run([tmp_path / "pause", "-v"], capture_output=True, text=True, timeout=10)
+    assert (r.returncode, r.stdout) == (0, "pause.c 3.10\n")
+    proc = subprocess.Popen([tmp_path / "pause"], stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert "Shutting down, got signal: Terminated" in proc.stderr.read()

@@ -41,7 +41,7 @@ from .image import Build
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULTS = REPO / "salt" / "salt" / "kubeadm" / "defaults.yaml"
-RECIPE = 2
+RECIPE = 3
 MARKER = ".kos-built"
 MODULE = "k8s.io/kubernetes"
 # The programs kubeadm's nodes and images need (kubeadm's own release builds more).
@@ -65,20 +65,46 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IPTABLES_PROGRAMS = ("xtables-nft-multi", "xtables-legacy-multi", "conntrack")
 IPTABLES_NAMES = ("iptables", "iptables-save", "iptables-restore", "ip6tables",
                   "ip6tables-save", "ip6tables-restore")
+# As kubernetes/build/pause/linux/pause.c behaves: "-v" prints the version and exits 0
+# (kubeadm upgrade's preflight runs the pause image so, as a Job that must complete), the
+# process waits for SIGINT or SIGTERM and reaps the sandbox's orphans meanwhile.
 PAUSE_GO = """\
-// The sandbox's first process: waits for a signal, reaps nothing else.
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
+const version = "%s"
+
 func main() {
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
-	<-c
+	for _, arg := range os.Args[1:] {
+		if strings.EqualFold(arg, "-v") {
+			fmt.Printf("pause.c %%s\\n", version)
+			return
+		}
+	}
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "Warning: pause should be the first process")
+	}
+	c := make(chan os.Signal, 8)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+	for sig := range c {
+		if sig != syscall.SIGCHLD {
+			fmt.Fprintf(os.Stderr, "Shutting down, got signal: %%s\\n", strings.Title(sig.String()))
+			return
+		}
+		for {
+			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
 }
 """
 ETCD_GO = """\
@@ -252,7 +278,7 @@ def _steps(build, go, version, out):
         (mod / "etcd").mkdir(parents=True)
         (mod / "pause").mkdir()
         (mod / "etcd" / "main.go").write_text(ETCD_GO)
-        (mod / "pause" / "main.go").write_text(PAUSE_GO)
+        (mod / "pause" / "main.go").write_text(PAUSE_GO % refs["pause"].rsplit(":", 1)[1])
         (mod / "go.mod").write_text(f"module kos.invalid/extra\n\ngo {_go_line(toolchain)}\n")
         build.run(go, "get", *[f"go.etcd.io/etcd/{d}/v3@v{etcd}"
                                for d in ("server", "etcdctl", "etcdutl")], env=env, cwd=mod)
