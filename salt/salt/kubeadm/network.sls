@@ -10,6 +10,27 @@
 {%- set joined = 'kubeadm-master-kubeadm-initialized' if kubeadm.first else 'kubeadm-joined-kubeadm-joined' %}
 include:
   - kubeadm.{{ 'master' if kubeadm.first else 'joined' }}
+{%- if kubeadm.first %}
+
+{#- The nodes read every Node object with their own credential (v1.32 and later allow a
+    kubelet its own only). #}
+kubeadm-network-file-managed-rbac:
+  file.managed:
+    - name: {{ kubeadm.addons_dir }}/pod-routes-rbac.yaml
+    - source: salt://kubeadm/files/pod-routes-rbac.yaml
+    - makedirs: True
+    - mode: '0644'
+
+kubeadm-network-kubeadm-manifest_applied-rbac:
+  kubeadm.manifest_applied:
+    - name: {{ kubeadm.addons_dir }}/pod-routes-rbac.yaml
+    - kubeconfig: {{ kubeadm.admin_conf }}
+    - require:
+      - file: kubeadm-network-file-managed-rbac
+      - kubeadm: kubeadm-master-kubeadm-initialized
+    - require_in:
+      - kubeadm: kubeadm-network-kubeadm-pod_network_routed
+{%- endif %}
 
 kubeadm-network-kubeadm-pod_network_routed:
   kubeadm.pod_network_routed:
