@@ -1,6 +1,7 @@
 """Unit tests of the kubeadm rolling upgrade's execution functions (argument lists, what they
 read) and its states (kubeadm_upgrade), every state with test mode off and on."""
 
+import json
 from unittest.mock import create_autospec
 
 import pytest
@@ -93,6 +94,25 @@ def test_uncordon_and_cluster_version(run_all, kube_dir):
         "kubeadm-config", "-n", "kube-system", "-o", "jsonpath={.data.ClusterConfiguration}"]
 
 
+def test_node_is_read_by_name(run_all, kube_dir):
+    run_all.return_value = result(json.dumps({
+        "metadata": {"name": "k8s-worker-1", "labels": {}},
+        "spec": {"unschedulable": True},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                   "nodeInfo": {"kubeletVersion": "v1.32.1"}}}))
+    kubelet = str(kube_dir / "kubelet.conf")
+    got = kubeadm.node("k8s-worker-1", kubeconfig=kubelet)
+    assert (got["version"], got["ready"], got["unschedulable"]) == ("v1.32.1", True, True)
+    assert run_all.call_args.args[0] == ["kubectl", "--kubeconfig", kubelet, "get", "node",
+                                         "k8s-worker-1", "-o", "json"]
+    run_all.return_value = result("", 1, 'Error from server (NotFound): nodes "k8s-worker-9" '
+                                         "not found\n")
+    assert kubeadm.node("k8s-worker-9") is None
+    run_all.return_value = result("", 1, "Error from server (Forbidden): nodes is forbidden\n")
+    with pytest.raises(CommandExecutionError, match="Forbidden"):
+        kubeadm.node("k8s-worker-1")
+
+
 def test_upgrade_facts(run_all, kube_dir, tmp_path):
     run_all.return_value = result("v1.32.1\n")
     facts = kubeadm.upgrade_facts()
@@ -125,7 +145,7 @@ def test_mode(request):
 @pytest.fixture
 def m():
     names = ["upgrade_facts", "package_versions", "cluster_version", "upgrade_apply",
-             "upgrade_node", "nodes", "uncordon"]
+             "upgrade_node", "nodes", "node", "uncordon"]
     mocks = {f"kubeadm.{n}": create_autospec(getattr(kubeadm, n)) for n in names}
     installed = {"kubeadm": "1.31.4-1.1", "kubelet": "1.31.4-1.1", "kubectl": "1.31.4-1.1"}
 
@@ -208,10 +228,12 @@ def test_upgraded_first_control_plane_applies(m, test_mode):
 def test_upgraded_worker_runs_upgrade_node_until_its_kubelet_is_new(m, test_mode):
     m["kubeadm.upgrade_facts"].return_value = {"kubeadm": "v1.32.1", "control_plane": False,
                                                "control_plane_version": None}
-    m["kubeadm.nodes"].return_value = {"k8s-worker-1": {"version": "v1.32.1", "ready": True}}
+    m["kubeadm.node"].return_value = {"version": "v1.32.1", "ready": True}
     ret = states.upgraded("v1.32.1", node="k8s-worker-1")
     assert ret["result"] is True and ret["changes"] == {}
-    m["kubeadm.nodes"].return_value = {"k8s-worker-1": {"version": "v1.31.4", "ready": True}}
+    m["kubeadm.node"].assert_called_with("k8s-worker-1",
+                                         kubeconfig="/etc/kubernetes/kubelet.conf")
+    m["kubeadm.node"].return_value = {"version": "v1.31.4", "ready": True}
     ret = states.upgraded("v1.32.1", node="k8s-worker-1")
     assert ret["result"] is (None if test_mode else True)
     m["kubeadm.upgrade_node"].assert_called_once_with(**({"dry_run": True} if test_mode else {}))
@@ -219,8 +241,8 @@ def test_upgraded_worker_runs_upgrade_node_until_its_kubelet_is_new(m, test_mode
 
 def test_kubelet_restarted_until_the_node_reports_its_package(m, test_mode):
     reports = [{"version": "v1.31.4", "ready": True}, {"version": "v1.32.1", "ready": True}]
-    m["kubeadm.nodes"].side_effect = lambda kubeconfig=None: {
-        "k8s-worker-1": reports[min(m["service.restart"].call_count, 1)]}
+    m["kubeadm.node"].side_effect = lambda name, kubeconfig=None: reports[
+        min(m["service.restart"].call_count, 1)]
     ret = states.kubelet_restarted("k8s-worker-1", "v1.32.1", timeout=5)
     assert ret["changes"] == {"kubelet": {"old": "v1.31.4", "new": "v1.32.1"}}
     if test_mode:
@@ -229,7 +251,9 @@ def test_kubelet_restarted_until_the_node_reports_its_package(m, test_mode):
         assert ret["result"] is True, ret
         m["service.restart"].assert_called_once_with("kubelet")
         assert states.kubelet_restarted("k8s-worker-1", "v1.32.1")["changes"] == {}
-    assert m["kubeadm.nodes"].call_args.kwargs == {"kubeconfig": "/etc/kubernetes/kubelet.conf"}
+    # the kubelet's credential may read its own Node only (the Node authorizer)
+    assert m["kubeadm.node"].call_args.args == ("k8s-worker-1",)
+    assert m["kubeadm.node"].call_args.kwargs == {"kubeconfig": "/etc/kubernetes/kubelet.conf"}
 
 
 def test_node_uncordoned(m, test_mode):
@@ -245,7 +269,7 @@ def test_node_uncordoned(m, test_mode):
 
 
 def test_node_ready_fails_with_what_the_node_reports(m, test_mode):
-    m["kubeadm.nodes"].return_value = {"k8s-cp-2": {"version": "v1.31.4", "ready": True}}
+    m["kubeadm.node"].return_value = {"version": "v1.31.4", "ready": True}
     ret = states.node_ready("k8s-cp-2", "v1.32.1", timeout=0)
     assert ret["changes"] == {}
     assert ret["result"] is (None if test_mode else False)

@@ -880,29 +880,55 @@ def nodes(kubeconfig=None):
         items = json.loads(res["stdout"])["items"]
     except (ValueError, KeyError) as exc:
         raise CommandExecutionError("kubectl printed no node list") from exc
-    ret = {}
-    for item in items:
-        labels = item["metadata"].get("labels") or {}
-        status = item.get("status") or {}
-        spec = item.get("spec") or {}
-        ret[item["metadata"]["name"]] = {
-            "ready": any(
-                c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
-            ),
-            "roles": sorted(
-                k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")
-            ),
-            "ip": next(
-                (a["address"] for a in status.get("addresses", []) if a["type"] == "InternalIP"),
-                None,
-            ),
-            "unschedulable": bool(spec.get("unschedulable")),
-            "taints": spec.get("taints") or [],
-            "version": (status.get("nodeInfo") or {}).get("kubeletVersion"),
-            "pod_cidr": spec.get("podCIDR"),
-        }
+    ret = {item["metadata"]["name"]: _node_record(item) for item in items}
     __context__[key] = ret
     return ret
+
+
+def _node_record(item):
+    """One Node object as ``nodes`` returns it."""
+    labels = item["metadata"].get("labels") or {}
+    status = item.get("status") or {}
+    spec = item.get("spec") or {}
+    return {
+        "ready": any(
+            c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
+        ),
+        "roles": sorted(
+            k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/")
+        ),
+        "ip": next(
+            (a["address"] for a in status.get("addresses", []) if a["type"] == "InternalIP"),
+            None,
+        ),
+        "unschedulable": bool(spec.get("unschedulable")),
+        "taints": spec.get("taints") or [],
+        "version": (status.get("nodeInfo") or {}).get("kubeletVersion"),
+        "pod_cidr": spec.get("podCIDR"),
+    }
+
+
+def node(name, kubeconfig=None):
+    """
+    Return Node ``name`` as ``nodes`` describes each (None: not registered), read by name:
+    from v1.32 the Node authorizer lets a kubelet's credential (kubelet.conf) read its own
+    Node, not list them all.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-worker-1*' kubeadm.node k8s-worker-1 kubeconfig=/etc/kubernetes/kubelet.conf
+    """
+    res = _kubectl(["get", "node", name, "-o", "json"], kubeconfig, ok_retcodes=(0, 1))
+    if res["retcode"] != 0:
+        if "NotFound" in (res.get("stderr") or "") or "not found" in (res.get("stderr") or ""):
+            return None
+        raise CommandExecutionError(_message(res))
+    try:
+        return _node_record(json.loads(res["stdout"]))
+    except (ValueError, KeyError) as exc:
+        raise CommandExecutionError(f"kubectl printed no node {name}") from exc
 
 
 def evictable_pods(node, kubeconfig=None):

@@ -144,18 +144,16 @@ def _kubelet_conf():
 
 
 def _own_node(name):
-    """Node ``name`` (this one) as the API shows it to the kubelet's credential, now."""
-    kubeconfig = _kubelet_conf()
-    __context__.pop(f"kubeadm.nodes:{kubeconfig}", None)
-    return __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+    """Node ``name`` (this one) as the API shows it to the kubelet's credential, which may
+    read its own Node only (the Node authorizer)."""
+    return __salt__["kubeadm.node"](name, kubeconfig=_kubelet_conf())
 
 
 def _wait_node(name, version, timeout, kubeconfig, interval=1):
     """The node's record once it is Ready on ``version``, or the last one seen."""
     deadline = time.monotonic() + timeout
     while True:
-        __context__.pop(f"kubeadm.nodes:{kubeconfig}", None)
-        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+        node = __salt__["kubeadm.node"](name, kubeconfig=kubeconfig)
         if node and node["ready"] and _plain(node["version"]) == _plain(version):
             return node, True
         if time.monotonic() >= deadline:
@@ -174,7 +172,6 @@ def kubelet_restarted(name, version, timeout=300):
     ret = _ret(name)
     if not _installed():
         return _missing(ret, f"restart the kubelet of {name}")
-    kubeconfig = _kubelet_conf()
     try:
         node = _own_node(name)
         running = (node or {}).get("version")
@@ -187,7 +184,7 @@ def kubelet_restarted(name, version, timeout=300):
             ret["comment"] = f"the kubelet of {name} would be restarted on {version}"
             return ret
         __salt__["service.restart"]("kubelet")
-        node, ready = _wait_node(name, version, timeout, kubeconfig)
+        node, ready = _wait_node(name, version, timeout, _kubelet_conf())
         if not ready:
             return _fail(ret, f"the kubelet of {name} was restarted but the node is not Ready "
                               f"on {version} after {timeout} s (it reports "
@@ -208,7 +205,7 @@ def node_ready(name, version, timeout=300, kubeconfig=None):
         return _missing(ret, f"see node {name} Ready on {version}")
     try:
         if __opts__["test"]:
-            node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+            node = __salt__["kubeadm.node"](name, kubeconfig=kubeconfig)
             ready = bool(node and node["ready"] and _plain(node["version"]) == _plain(version))
         else:
             node, ready = _wait_node(name, version, timeout, kubeconfig)
