@@ -421,7 +421,7 @@ def test_upgrade_facts(facts_salt, tmp_path, run_all):
         "channel": "1.32/stable", "pending": "1.32/stable", "pending_cordoned": True}
     facts_salt["snap.list"].assert_called_once_with("microk8s")
     facts_salt["snap.held"].assert_called_once_with("microk8s")
-    facts_salt["pillar.items"].assert_called_once_with()  # compiled afresh, not __pillar__
+    facts_salt["pillar.items"].assert_called_once_with(unmask=True)  # compiled afresh, not __pillar__
     facts_salt["config.get"].assert_any_call("kos:state_dir", "/etc/kos")
     run_all.assert_not_called()
 

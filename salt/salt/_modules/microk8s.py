@@ -662,7 +662,8 @@ def upgrade_facts():
         salt '*' microk8s.upgrade_facts
     """
     snap = __salt__["snap.list"]("microk8s").get("microk8s") or {}
-    pillar = __salt__["pillar.items"]()
+    # unmasked: Salt 3008 masks pillar.items' values unless asked (pillar_mask_output)
+    pillar = __salt__["pillar.items"](unmask=True)
     pending = __utils__["kos_state.read_json"](
         __utils__["kos_state.state_file"](__salt__, "upgrade-pending.json"))
     return {
