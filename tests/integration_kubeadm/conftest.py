@@ -72,9 +72,9 @@ def daemon_pid(root, pidfile, marker):
     return pid if marker in cmdline else None
 
 
-def stop_daemons(host_roots):
+def stop_daemons(host_roots, hostnames=HOSTNAMES):
     """Stop what the tests started on each host, by pidfile and only if it is ours."""
-    for name in HOSTNAMES:
+    for name in hostnames:
         for pidfile, marker in DAEMONS.items():
             pid = daemon_pid(root_of(host_roots, name), pidfile, marker)
             if pid is None:

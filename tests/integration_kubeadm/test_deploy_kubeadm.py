@@ -29,8 +29,8 @@ APISERVER = ("var/run/kos-standin-apiserver.pid", b"kos-standin-apiserver")
 HAPROXY = ("run/haproxy.pid", b"haproxy")
 
 
-def orchestrate(salt_run, mods="orch.deploy", pillar=None):
-    args = ["state.orchestrate", mods]
+def orchestrate(salt_run, mods="orch.deploy", pillar=None, test=False):
+    args = ["state.orchestrate", mods] + (["test=True"] if test else [])
     if pillar is not None:
         args.append(f"pillar={json.dumps(pillar)}")
     ret = salt_run.run(*args)

@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.conftest import Deployment, NetnsMinion
 from tests.integration_kubeadm.conftest import (
-    REPO, daemon_pid, host_layer, instance_uuid, minion_environ, root_of,
+    REPO, host_layer, instance_uuid, minion_environ, root_of, stop_daemons,
 )
 from tests.netlab import NetLab, can_use_netns
 
@@ -32,8 +32,6 @@ HOSTNAMES = ["salt", *CONTROL_PLANES, *WORKERS]
 BACKENDS = Path(__file__).resolve().parent / "backends"
 # What apt installed when each node was built (the formula's pinned release).
 FIRST_PACKAGES = "1.31.4-1.1"
-DAEMONS = {"var/run/kos-standin-apiserver.pid": b"kos-standin-apiserver",
-           "run/haproxy.pid": b"haproxy"}
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -72,28 +70,6 @@ class UpgradeDeployment(Deployment):
             },
         }
         self.write(f"environments/{DOMAIN_SLS}.sls", layer)
-
-
-def stop_daemons(host_roots):
-    import os
-    import signal
-    import time
-
-    for name in HOSTNAMES:
-        for pidfile, marker in DAEMONS.items():
-            pid = daemon_pid(root_of(host_roots, name), pidfile, marker)
-            if pid is None:
-                continue
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(50):
-                if not Path(f"/proc/{pid}").exists():
-                    break
-                time.sleep(0.05)
-            else:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 @pytest.fixture(scope="package")
@@ -139,7 +115,7 @@ def deployment(netlab, tmp_path_factory, host_roots):
                 "application_credential_secret": "kos-iu-app-secret-0123456789"}
         dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", layer)
     yield dep
-    stop_daemons(host_roots)
+    stop_daemons(host_roots, HOSTNAMES)
 
 
 @pytest.fixture(scope="package")

@@ -12,6 +12,8 @@ import json
 import pytest
 
 from tests.integration_kubeadm.conftest import root_of
+from tests.integration_kubeadm.test_deploy_kubeadm import by_id
+from tests.integration_kubeadm.test_deploy_kubeadm import orchestrate as deploy_orchestrate
 from tests.integration_kubeadm_upgrade.conftest import CONTROL_PLANES, FIRST_PACKAGES, WORKERS
 
 K8S = [*CONTROL_PLANES, *WORKERS]
@@ -21,17 +23,7 @@ REQUISITE_FAILED = "One or more requisite failed"
 
 
 def orchestrate(salt_run, pillar=None, test=False):
-    args = ["state.orchestrate", "orch.upgrade"] + (["test=True"] if test else [])
-    if pillar is not None:
-        args.append(f"pillar={json.dumps(pillar)}")
-    ret = salt_run.run(*args)
-    data = ret.data
-    steps = next(iter(data["data"].values())) if isinstance(data, dict) and "data" in data else data
-    return ret, steps
-
-
-def by_id(steps):
-    return {v["__id__"]: v for v in steps.values()}
+    return deploy_orchestrate(salt_run, "orch.upgrade", pillar, test=test)
 
 
 def ran(steps):

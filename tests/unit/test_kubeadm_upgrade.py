@@ -13,6 +13,7 @@ import salt.modules.systemd_service
 from salt.exceptions import CommandExecutionError
 
 from tests.unit.conftest import load, utils
+from tests.unit.test_kubeadm_module import result
 
 kubeadm = load("modules", "kubeadm")
 states = load("states", "kubeadm_upgrade")
@@ -26,10 +27,6 @@ spec:
     image: registry.k8s.io/kube-apiserver:v1.32.1
     name: kube-apiserver
 """
-
-
-def result(stdout="", retcode=0, stderr=""):
-    return {"stdout": stdout, "stderr": stderr, "retcode": retcode, "pid": 1}
 
 
 # -- execution functions ---------------------------------------------------------------------
