@@ -44,6 +44,35 @@ def pytest_xdist_make_scheduler(config, log):
     return DirectoryScheduling(config, log)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    # The short directories of the end-to-end unit go before its clusters: on a fresh
+    # machine they run while the prebuild makes the images the first cluster waits for.
+    items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/"))
+
+
+# Where the run's time went, per test directory and process: the figure the time budget of
+# `make test` is kept by (printed, never asserted).
+_spans = {}
+
+
+def pytest_runtest_logreport(report):
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    key = (report.nodeid.split("::")[0].rsplit("/", 1)[0], worker.id if worker else "main")
+    first, last, busy = _spans.get(key, (report.start, report.stop, 0.0))
+    _spans[key] = (min(first, report.start), max(last, report.stop), busy + report.duration)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _spans:
+        return
+    begin = min(first for first, _, _ in _spans.values())
+    terminalreporter.section("time per test directory")
+    for (unit, worker), (first, last, busy) in sorted(_spans.items(), key=lambda kv: kv[1][0]):
+        terminalreporter.write_line(
+            f"{worker:>5} {unit:<32} from {first - begin:6.0f}s to {last - begin:6.0f}s "
+            f"({last - first:5.0f}s, tests {busy:5.0f}s)")
+
+
 def pytest_collection_finish(session):
     if os.geteuid() != 0 or hasattr(session.config, "workerinput"):
         return
