@@ -74,9 +74,21 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_finish(session):
-    if os.geteuid() != 0 or hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput"):
         return
-    if not any(item.nodeid.startswith("tests/e2e/") for item in session.items):
+    _start_prebuild([item.nodeid for item in session.items])
+
+
+# Under xdist the controller collects nothing itself: its workers report what they collected.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    _start_prebuild(ids)
+
+
+def _start_prebuild(nodeids):
+    if os.geteuid() != 0 or "proc" in _prebuild:
+        return
+    if not any(nodeid.startswith("tests/e2e/") for nodeid in nodeids):
         return
     fd, log = tempfile.mkstemp(prefix="kos-prebuild-", suffix=".log")
     repo = Path(__file__).resolve().parent.parent
@@ -103,6 +115,13 @@ def pytest_sessionfinish(session):
             proc.wait()
     elif proc.returncode != 0:
         print(f"\nkos.local.prebuild exited {proc.returncode}: {Path(_prebuild['log']).read_text()[-2000:]}")
+    else:
+        # what the builds took (the budget of a fresh machine)
+        last = Path(_prebuild["log"]).read_text().strip().splitlines()[-1:]
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter and last:
+            reporter.ensure_newline()
+            reporter.write_line(f"kos.local.prebuild: {last[0]}")
     Path(_prebuild.pop("log")).unlink(missing_ok=True)
 
 
