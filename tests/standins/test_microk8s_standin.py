@@ -13,6 +13,7 @@ import random
 import re
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -1209,3 +1210,156 @@ def test_rolling_upgrade_of_a_control_plane_and_a_worker(make_node):
     assert worker.mk("leave").returncode == 0
     assert cp.mk("kubectl", "cordon", "node-c").stdout == "node/node-c cordoned\n"
     assert _node_rows(cp)["node-c"] == ("NotReady,SchedulingDisabled", "v1.32.9")
+
+
+# --------------------------------------------------------------------------- dbctl (day-2 E.2)
+
+DBCTL_HELP_HEAD = (
+    "usage: microk8s dbctl [-h] [--debug] {restore,backup} ...\n\nbackup and restore the Kubernetes datastore.\n"
+)
+DBCTL_NOT_RUNNING = (10, "Please ensure the kubernetes apiserver is running and HA is enabled.\n")
+
+
+def _archive_members(path):
+    with tarfile.open(str(path), "r:gz") as tar:
+        return sorted(tar.getnames())
+
+
+def test_dbctl_guards_names_and_failures(make_node, tmp_path):
+    node = make_node("node-a", 2)
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    dbctl = lambda *a: node.mk("dbctl", *a, cwd=str(work))  # noqa: E731
+
+    r = dbctl()
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith(DBCTL_HELP_HEAD)
+    assert "{restore,backup}  backup and restore operations\n" in r.stdout
+
+    # default name: backup-YYYY-MM-DD-HH-MM-SS.tar.gz in the current directory
+    r = dbctl("backup")
+    assert (r.returncode, r.stderr) == (0, "")
+    m = re.fullmatch(
+        r"Backing up the datastore\nThe backup is: (backup-\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)\.tar\.gz\n", r.stdout
+    )
+    assert m, r.stdout
+    name = m.group(1)
+    stamp = datetime.datetime.strptime(name, "backup-%Y-%m-%d-%H-%M-%S")
+    assert abs((datetime.datetime.now() - stamp).total_seconds()) < 60  # local time
+    archive = work / (name + ".tar.gz")
+    members = _archive_members(archive)
+    assert members[0] == name and all(m == name or m.startswith(name + "/") for m in members)
+    assert name + "/registry/minions/node-a.json" in members
+    assert archive.stat().st_size > 512
+
+    # -o: a trailing .tar.gz is not doubled, a path is allowed, the directory inside is the base name
+    for arg, shown, rel in (
+        ("snap.tar.gz", "snap.tar.gz", "snap.tar.gz"),
+        ("plain", "plain.tar.gz", "plain.tar.gz"),
+        ("sub/nested", "sub/nested.tar.gz", "sub/nested.tar.gz"),
+        (str(tmp_path / "abs.tar.gz"), str(tmp_path / "abs.tar.gz"), str(tmp_path / "abs.tar.gz")),
+    ):
+        r = dbctl("backup", "-o", arg)
+        assert (r.returncode, r.stdout) == (0, "Backing up the datastore\nThe backup is: {}\n".format(shown)), arg
+        path = work / rel
+        assert path.is_file(), arg
+        base = os.path.basename(rel)[: -len(".tar.gz")]
+        assert _archive_members(path)[0] == base
+    assert not (work / "snap.tar.gz.tar.gz").exists()
+
+    # --debug is a top-level option: before the sub-command only
+    r = dbctl("--debug", "backup", "-o", "dbg")
+    assert (r.returncode, r.stdout) == (0, "Backing up the datastore\nThe backup is: dbg.tar.gz\n")
+    r = dbctl("backup", "--debug")
+    assert r.returncode == 2 and r.stderr.endswith("microk8s dbctl: error: unrecognized arguments: --debug\n")
+
+    # restore, and its failures
+    r = dbctl("restore", "plain.tar.gz")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "Restoring from plain.tar.gz\n", "")
+    r = dbctl("restore", "nope.tar.gz")
+    assert (r.returncode, r.stdout) == (1, "Restoring from nope.tar.gz\n")
+    assert r.stderr.startswith("Traceback (most recent call last):\n")
+    assert r.stderr.endswith("FileNotFoundError: [Errno 2] No such file or directory: 'nope.tar.gz'\n")
+    (work / "junk.tar.gz").write_text("not an archive\n")
+    r = dbctl("restore", "junk.tar.gz")
+    assert (r.returncode, r.stdout) == (1, "Restoring from junk.tar.gz\n")
+    assert r.stderr.startswith("Traceback (most recent call last):\n") and "tarfile.ReadError" in r.stderr
+    os.rename(str(work / "plain.tar.gz"), str(work / "renamed.tar.gz"))  # its directory is still "plain"
+    r = dbctl("restore", "renamed.tar.gz")
+    assert (r.returncode, r.stdout) == (3, "Restoring from renamed.tar.gz\nRestore process failed. 1\n")
+    r = dbctl("backup", "-o", "missing-dir/x")
+    assert (r.returncode, r.stdout) == (1, "Backing up the datastore\n")
+    assert r.stderr.endswith("FileNotFoundError: [Errno 2] No such file or directory: 'missing-dir/x.tar.gz'\n")
+
+    # apiserver not running (microk8s stop, snap stop) or HA disabled: exit 10, before argparse
+    assert node.mk("stop").returncode == 0
+    for args in (("backup",), ("restore", "snap.tar.gz"), ()):
+        r = dbctl(*args)
+        assert (r.returncode, r.stdout) == DBCTL_NOT_RUNNING, args
+    assert node.mk("start").returncode == 0
+    assert node.snap("stop", "microk8s").returncode == 0
+    r = dbctl("backup")
+    assert (r.returncode, r.stdout) == DBCTL_NOT_RUNNING
+    assert node.snap("start", "microk8s").returncode == 0
+    assert node.mk("disable", "ha-cluster", "--force").returncode == 0
+    r = dbctl("backup", "-o", "no-ha")
+    assert (r.returncode, r.stdout) == DBCTL_NOT_RUNNING
+    assert not (work / "no-ha.tar.gz").exists()
+    assert node.mk("enable", "ha-cluster").returncode == 0
+    assert dbctl("backup", "-o", "ha-again").returncode == 0
+
+
+def _get_all(node):
+    r = node.mk("kubectl", "get", "all", "-A")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_dbctl_backup_restore_across_control_planes(make_node, tmp_path):
+    a, b, c = make_node("node-a", 2), make_node("node-b", 3), make_node("node-c", 4)
+    write_hosts(a, b, c)
+    for n in (a, b, c):
+        n.set_bind()
+    assert b.mk("join", a.join_string()).returncode == 0
+    assert c.mk("join", a.join_string(), "--worker").returncode == 0
+    # the cluster CA key: a joined control plane holds the first node's; a worker keeps the one
+    # its own install generated (it only receives ca.remote.crt)
+    assert b.data("certs/ca.key").read_text() == a.data("certs/ca.key").read_text()
+    assert c.data("certs/ca.key").is_file()
+    assert c.data("certs/ca.key").read_text() != a.data("certs/ca.key").read_text()
+
+    # a worker refuses
+    r = c.mk("dbctl", "backup", cwd=str(tmp_path))
+    assert (r.returncode, r.stdout) == (
+        1, "This MicroK8s deployment is acting as a node in a cluster.\nPlease use the master node.\n"
+    )
+
+    before_all, before_nodes = _get_all(a), set(_node_rows(a))
+    assert before_nodes == {"node-a", "node-b", "node-c"}
+    assert "deployment.apps/coredns" in before_all and "metrics-server" not in before_all
+    archive = tmp_path / "cluster.tar.gz"
+    r = a.mk("dbctl", "backup", "-o", str(archive))
+    assert (r.returncode, r.stdout) == (0, "Backing up the datastore\nThe backup is: {}\n".format(archive))
+    assert {"cluster/registry/minions/{}.json".format(n) for n in before_nodes} <= set(_archive_members(archive))
+
+    # after the backup: an object made, objects deleted
+    assert b.mk("enable", "metrics-server").returncode == 0
+    assert a.mk("disable", "dns").returncode == 0
+    assert a.mk("kubectl", "delete", "node", "node-c").returncode == 0
+    for n in (a, b):
+        assert "metrics-server" in _get_all(n) and "coredns" not in _get_all(n)
+        assert set(_node_rows(n)) == {"node-a", "node-b"}
+
+    # restored once, on the other control-plane member: every member serves the backup's objects
+    r = b.mk("dbctl", "restore", str(archive))
+    assert (r.returncode, r.stdout, r.stderr) == (0, "Restoring from {}\n".format(archive), "")
+    for n in (a, b):
+        assert _get_all(n) == before_all
+        assert set(_node_rows(n)) == before_nodes
+        assert n.mk("status", "-a", "metrics-server").stdout == "disabled\n"
+        assert n.mk("status", "-a", "dns").stdout == "enabled\n"
+    # objects only: dqlite membership stays as it is
+    assert a.data("var/kubernetes/backend/cluster.yaml").read_text() == b.data(
+        "var/kubernetes/backend/cluster.yaml"
+    ).read_text()
+    assert a.mk("status").stdout.startswith("microk8s is running\n")

@@ -1,6 +1,8 @@
 """Unit tests of the microk8s execution module: argument lists, parsing, secrets."""
 
 import json
+import os
+import re
 from unittest.mock import create_autospec
 
 import pytest
@@ -62,7 +64,14 @@ def run_all():
 @pytest.fixture
 def configure_loader_modules(run_all):
     config_get = create_autospec(salt.modules.config.get, side_effect=lambda key, default="": default)
-    return {microk8s: {"__utils__": utils(), "__salt__": {"cmd.run_all": run_all, "config.get": config_get}, "__context__": {}}}
+    return {
+        microk8s: {
+            "__utils__": utils(),
+            "__salt__": {"cmd.run_all": run_all, "config.get": config_get},
+            "__context__": {},
+            "__grains__": {"host": "k8s-cp-1"},
+        }
+    }
 
 
 def called_args(run_all):
@@ -438,3 +447,110 @@ def test_upgrade_facts_ignores_an_unreadable_pending_note(facts_salt, tmp_path):
     (tmp_path / "upgrade-pending.json").write_text("{not json")
     facts = microk8s.upgrade_facts()
     assert facts["pending"] is None and facts["channel"] is None
+
+
+# --------------------------------------------------------------------------- dbctl backup/restore
+
+DBCTL_NOT_RUNNING = "Please ensure the kubernetes apiserver is running and HA is enabled.\n"
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/snap/microk8s/8148/scripts/wrappers/dbctl.py", line 160, in <module>\n'
+    "    restore(fname, args.debug)\n"
+    "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/x.tar.gz'\n"
+)
+
+
+def _writes_archive(size, seen):
+    """A cmd.run_all that writes a `size`-byte archive where `-o` points, as dbctl does."""
+
+    def run(cmd, **kwargs):
+        path = cmd[cmd.index("-o") + 1]
+        seen["umask"] = os.umask(0o022)
+        os.umask(seen["umask"])
+        with open(path, "wb") as fh:
+            fh.write(b"\x1f\x8b" + b"x" * (size - 2))
+        return result("Backing up the datastore\nThe backup is: {}\n".format(path))
+
+    return run
+
+
+def test_backup_args_name_mode_and_result(run_all, tmp_path):
+    seen = {}
+    run_all.side_effect = _writes_archive(4096, seen)
+    directory = tmp_path / "backups"
+    taken = microk8s.backup(str(directory))
+    args = called_args(run_all)
+    assert args[:4] == ["microk8s", "dbctl", "backup", "-o"] and len(args) == 5
+    assert re.fullmatch(re.escape(str(directory)) + r"/microk8s-k8s-cp-1-\d{8}T\d{6}Z\.tar\.gz", args[4])
+    assert run_all.call_args.kwargs["python_shell"] is False
+    assert seen["umask"] == 0o077
+    assert set(taken) == {"path", "name", "key_file", "size", "revision", "keys", "hash"}
+    assert taken["path"] == args[4]
+    assert taken["name"] == os.path.basename(args[4])[: -len(".tar.gz")]
+    assert taken["key_file"] == "/var/snap/microk8s/current/certs/ca.key"
+    assert taken["size"] == 4096
+    assert (taken["revision"], taken["keys"], taken["hash"]) == (None, None, None)
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert os.stat(taken["path"]).st_mode & 0o777 == 0o600
+
+
+def test_backup_refuses_and_removes_an_empty_archive(run_all, tmp_path):
+    run_all.side_effect = _writes_archive(200, {})
+    with pytest.raises(CommandExecutionError, match=r"empty archive \(200 bytes, removed\).*4259"):
+        microk8s.backup(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_backup_that_wrote_nothing_raises(run_all, tmp_path):
+    run_all.return_value = result("Backing up the datastore\nThe backup is: x.tar.gz\n")
+    with pytest.raises(CommandExecutionError, match="reported success but wrote no"):
+        microk8s.backup(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "res, words",
+    [
+        (result(DBCTL_NOT_RUNNING, retcode=10), "Please ensure the kubernetes apiserver is running and HA is enabled."),
+        (
+            result(
+                "This MicroK8s deployment is acting as a node in a cluster.\nPlease use the master node.\n", retcode=1
+            ),
+            "This MicroK8s deployment is acting as a node in a cluster.\nPlease use the master node.",
+        ),
+        (result("Backing up the datastore\nBackup process failed. 1\n", retcode=1),
+         "Backing up the datastore\nBackup process failed. 1"),
+    ],
+)
+def test_backup_failure_raises_with_the_cli_text(run_all, tmp_path, res, words):
+    run_all.return_value = res
+    with pytest.raises(CommandExecutionError) as exc:
+        microk8s.backup(str(tmp_path / "b"))
+    assert exc.value.error == words
+    assert list((tmp_path / "b").iterdir()) == []
+
+
+def test_restore_from_args_and_cache_dropped(run_all):
+    microk8s.__context__["microk8s.status"] = {"cached": True}
+    run_all.return_value = result("Restoring from /tmp/x.tar.gz\n")
+    assert microk8s.restore_from("/tmp/x.tar.gz") is True
+    assert called_args(run_all) == ["microk8s", "dbctl", "restore", "/tmp/x.tar.gz"]
+    assert run_all.call_args.kwargs["python_shell"] is False
+    assert "microk8s.status" not in microk8s.__context__
+
+
+@pytest.mark.parametrize(
+    "res, words",
+    [
+        (result(DBCTL_NOT_RUNNING, retcode=10), "Please ensure the kubernetes apiserver is running and HA is enabled."),
+        (result("Restoring from /tmp/x.tar.gz\nRestore process failed. 1\n", retcode=3),
+         "Restoring from /tmp/x.tar.gz\nRestore process failed. 1"),
+        # a missing or unreadable archive: a traceback, of which only the exception is kept
+        (result("Restoring from /tmp/x.tar.gz\n", retcode=1, stderr=TRACEBACK),
+         "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/x.tar.gz'\nRestoring from /tmp/x.tar.gz"),
+    ],
+)
+def test_restore_from_failure_raises_with_the_cli_text(run_all, res, words):
+    run_all.return_value = res
+    with pytest.raises(CommandExecutionError) as exc:
+        microk8s.restore_from("/tmp/x.tar.gz")
+    assert exc.value.error == words

@@ -41,6 +41,9 @@ CERT_CHECK_LINES = {
     "The server certificate will expire in ": "server.crt",
     "The front proxy client certificate will expire in ": "front-proxy-client.crt",
 }
+# A `dbctl backup` archive at or below this size holds no datastore: 1.27+ sometimes writes
+# ~200-byte archives of an empty directory (day-2 reference E.2.3, canonical/microk8s#4259).
+MIN_BACKUP_BYTES = 512
 
 
 def __virtual__():
@@ -51,10 +54,12 @@ def _snap_data(snap_data=None):
     return snap_data or __salt__["config.get"]("microk8s:snap_data", DEFAULT_SNAP_DATA)
 
 
-def _run(args, secret=False, ok_retcodes=(0,), stdin=None):
-    """Run ``microk8s <args>``; ``secret`` keeps tokens and kubeconfigs out of the log."""
+def _run(args, secret=False, ok_retcodes=(0,), stdin=None, describe=None):
+    """Run ``microk8s <args>``; ``secret`` keeps tokens and kubeconfigs out of the log;
+    ``describe(result)`` words a failure (default: the CLI's stderr and stdout)."""
+    extra = {"describe": describe} if describe else {}
     return __utils__["kos_cli.run"](
-        __salt__, ["microk8s", *args], secret=secret, ok_retcodes=ok_retcodes, stdin=stdin
+        __salt__, ["microk8s", *args], secret=secret, ok_retcodes=ok_retcodes, stdin=stdin, **extra
     )
 
 
@@ -644,6 +649,96 @@ def remove_token(token, snap_data=None):
         fh.write("".join(f"{line}\n" for line in kept))
     os.chmod(tmp, os.stat(path).st_mode & 0o777)
     os.replace(tmp, path)
+    return True
+
+
+def _dbctl_message(res):
+    """The CLI's words: a failing restore/backup can end in a Python traceback (reference
+    E.2.4); of that only its last line, the exception, is kept."""
+    stderr = (res.get("stderr") or "").strip()
+    if stderr.startswith("Traceback (most recent call last):"):
+        stderr = stderr.splitlines()[-1].strip()
+    return __utils__["kos_cli.message"](dict(res, stderr=stderr))
+
+
+def backup(directory):
+    """
+    Back up the Kubernetes objects of the cluster's datastore (``microk8s dbctl backup
+    -o <directory>/microk8s-<host>-<UTC time>.tar.gz``, reference E.2.3) on this
+    control plane and return ``{"path", "name" (the file name without .tar.gz, also the
+    directory inside the archive), "key_file" (the cluster CA key that seals it, which
+    only control planes hold), "size", "revision", "keys", "hash"}``; the last three are
+    etcd facts, always None here, kept so callers treat both distributions alike.
+
+    The archive is written with mode 0600 (``directory`` is created 0700). An archive of
+    only a few hundred bytes holds no datastore (an empty directory, as 1.27+ sometimes
+    writes): it is removed and refused.
+
+    directory
+        Where the archive goes.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.backup /var/lib/kos/backups
+    """
+    directory = os.path.abspath(directory)
+    host = __grains__["host"]
+    name = f"microk8s-{host}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, name + ".tar.gz")
+    old = os.umask(0o077)
+    try:
+        _run(["dbctl", "backup", "-o", path], describe=_dbctl_message)
+    finally:
+        os.umask(old)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise CommandExecutionError(
+            f"microk8s dbctl backup reported success but wrote no {path}"
+        ) from exc
+    if size <= MIN_BACKUP_BYTES:
+        os.unlink(path)
+        raise CommandExecutionError(
+            f"microk8s dbctl backup wrote an empty archive ({size} bytes, removed): the "
+            "datastore was not exported (a known dbctl problem on 1.27+, "
+            "canonical/microk8s#4259); check that k8s-dqlite runs and try again"
+        )
+    return {
+        "path": path,
+        "name": name,
+        "key_file": os.path.join(_snap_data(), "certs", "ca.key"),
+        "size": size,
+        "revision": None,
+        "keys": None,
+        "hash": None,
+    }
+
+
+def restore_from(path):
+    """
+    Write the Kubernetes objects of a ``dbctl backup`` archive back into the running
+    datastore (``microk8s dbctl restore PATH``, reference E.2.4). Run it on one control
+    plane: dqlite replicates it to the others. Only objects come back: not certificates,
+    service arguments, addon state files or volume data. Raises with the CLI's words
+    (``Please ensure the kubernetes apiserver is running and HA is enabled.``, ``Restore
+    process failed. N``, or the exception of an unreadable archive).
+
+    path
+        The ``.tar.gz`` archive; the directory inside must carry its base name.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.restore_from /root/microk8s-k8s-cp-1-20261127T180000Z.tar.gz
+    """
+    try:
+        _run(["dbctl", "restore", path], describe=_dbctl_message)
+    finally:
+        _forget()
     return True
 
 

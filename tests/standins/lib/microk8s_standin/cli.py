@@ -23,6 +23,7 @@ HANDLERS = {
     "leave": ("mkcluster", "leave", ()),
     "remove-node": ("mkcluster", "remove_node", ()),
     "config": ("mkmisc", "config", ()),
+    "dbctl": ("mkdbctl", "main", ()),
     "kubectl": ("mkmisc", "kubectl", ()),
     "version": ("mkmisc", "version", ()),
     "refresh-certs": ("mkmisc", "refresh_certs", ()),
