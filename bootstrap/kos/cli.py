@@ -484,6 +484,37 @@ def renew_certificates(force, **kw):
 @cli.command()
 @common_options
 @outputs_option
+@click.option("--list", "list_only", is_flag=True,
+              help="Only list the backups the salt master keeps.")
+def backup(list_only, **kw):
+    """Back up the cluster's datastore (kubeadm: an etcd snapshot) to the salt master, sealed
+    so only a control plane can open it (salt-run state.orchestrate orch.backup)."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    with workflow.locked(dep):
+        done = workflow.backup(dep, list_only=list_only)
+    ui.data({"cluster": dep.cluster, **done})
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@outputs_option
+@yes_option
+@click.option("--backup", "name", metavar="NAME",
+              help="The backup to restore (kos backup --list); default: the newest.")
+def restore(name, yes, **kw):
+    """Put the cluster's datastore back as a backup left it, on every control plane
+    (salt-run state.orchestrate orch.restore pillar='{"backup": NAME}')."""
+    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    with workflow.locked(dep):
+        done = workflow.restore(dep, _confirmer(yes), name=name)
+    ui.data({"cluster": dep.cluster, **done})
+    return errors.EXIT_OK
+
+
+@cli.command()
+@common_options
+@outputs_option
 @click.option("--version", "version", metavar="VERSION",
               help="microk8s: the channel (1.32/stable) or track (1.32) to move to; default: "
               "microk8s:channel of the pillar. kubeadm: the release (v1.32.1); default: "

@@ -220,6 +220,15 @@ def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported 
         kos("down", *c.args, "--yes", timeout=900)
 
 
+# The cluster where Kubernetes is real (kubeadm); the microk8s one runs the stand-ins.
+@pytest.fixture(scope="package")
+def real(cluster):
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        pytest.skip("microk8s is the stand-ins on the rehearsal cloud")
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    return cluster
+
+
 def tcp_peer_seen_by_listener(listen_ip, connect_from_netns, timeout=10):
     """
     Listen on ``listen_ip`` (this machine, the rehearsal cloud's "internet"), connect from

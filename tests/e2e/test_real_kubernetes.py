@@ -56,14 +56,6 @@ spec:
 """ % PROBE_IMAGE
 
 
-@pytest.fixture(scope="module")
-def real(cluster):
-    if cluster.values["kubernetes_distribution"] != "kubeadm":
-        pytest.skip("microk8s is the stand-ins on the rehearsal cloud")
-    assert cluster.up.returncode == 0, cluster.failed_up()
-    return cluster
-
-
 def kubectl(cluster, *args, timeout=60, check=True, stdin=None):
     """kubectl on the first control plane, with its admin kubeconfig."""
     res = cluster.host("k8s-cp-1").run(

@@ -62,6 +62,7 @@ def applied(tmp_path_factory):
         "config_file": str(root / "etc" / "salt" / "master.d" / "kos.conf"),
         "cachedir": str(cachedir),
         "manage_service": False,
+        "backups": {"dir": str(root / "backups"), "keep": 2},
     }}))
     opts = salt.config.minion_config(None)
     opts.update(
@@ -80,7 +81,7 @@ def applied(tmp_path_factory):
     first = loaders.modules.state.sls("salt_master")
     again = loaders.modules.state.sls("salt_master")
     return types.SimpleNamespace(root=root, cachedir=cachedir, first=first.raw,
-                                 again=again.raw)
+                                 again=again.raw, loaders=loaders)
 
 
 def master_opts(applied, **overrides):
@@ -115,6 +116,32 @@ def test_the_formula_writes_a_config_the_master_reads(applied):
     assert opts["engines"] == [{"kos_batch_scrub": {}}]
     engine = applied.cachedir / "extmods" / "engines" / "kos_batch_scrub.py"
     assert engine.read_text() == (TREE / "_engines" / "kos_batch_scrub.py").read_text()
+    # control planes push sealed backups; the master serves them back as saltenv kos-backups
+    # and takes one on its schedule
+    assert opts["file_recv"] is True and opts["file_recv_max_size"] == 2100
+    assert opts["file_roots"]["kos-backups"] == [str(applied.root / "backups")]
+    assert opts["schedule"]["kos-backup"] == {
+        "function": "state.orchestrate", "args": ["orch.backup"], "hours": 24,
+        "run_on_start": False}
+
+
+def test_the_master_files_what_control_planes_pushed_and_keeps_the_newest(applied):
+    pushed = applied.cachedir / "minions" / FIRST / "files" / "var" / "lib" / "kos" / "backups"
+    pushed.mkdir(parents=True)
+    names = [f"etcd-k8s-cp-1-2026112{d}T180000Z.kosbak" for d in (5, 6, 7)]
+    for name in names:
+        (pushed / name).write_bytes(b"KOSBAK1\n" + name.encode())
+    ret = applied.loaders.modules.state.sls("salt_master.backups").raw
+    (state,) = ret.values()
+    assert state["result"] is True, state
+    assert state["changes"] == {"filed": names, "removed": names[:1]}
+    kept = applied.root / "backups"
+    assert sorted(os.listdir(kept)) == names[1:]
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o700
+    assert list(pushed.iterdir()) == []
+    assert applied.loaders.modules.kos.backups(str(kept)) == [
+        {"name": n, "size": len(b"KOSBAK1\n" + n.encode()), "time": n[-23:-7]}
+        for n in names[1:]]
 
 
 def cache_bytes(cachedir):

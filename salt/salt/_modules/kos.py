@@ -5,6 +5,9 @@ and the join information a control-plane node publishes through the mine.
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 import time
 
 import salt.utils.files
@@ -409,3 +412,97 @@ def check_certificates():
     if found and found["expiring"]:
         __salt__["event.send"](CERTIFICATE_EVENT, dict(found, id=__opts__["id"]))
     return found
+
+
+# -- backups ----------------------------------------------------------------------------------
+
+# Where a control plane writes a backup before it goes to the master (and is removed here).
+BACKUP_DIR = "/var/lib/kos/backups"
+SEALED_SUFFIX = ".kosbak"
+# What takes a backup of each distribution's datastore (reference D.7.1, E.2.3).
+BACKUP_FUNCTIONS = {"kubeadm": "kubeadm.etcd_snapshot", "microk8s": "microk8s.backup"}
+
+
+def backup(directory=BACKUP_DIR):
+    """
+    Take a backup of the cluster's datastore on this control plane (kubeadm: an etcd
+    snapshot; microk8s: ``microk8s dbctl backup``), seal it with the control planes' key (``_utils/kos_backup.py``), push it to
+    the salt master (``cp.push``; the master files it, ``salt_master.backups``) and remove
+    it here. Return its name, size, revision, key count and hash.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kos.backup
+    """
+    taken = __salt__[BACKUP_FUNCTIONS[_distribution(_pillar())]](directory)
+    sealed = os.path.join(directory, taken["name"] + SEALED_SUFFIX)
+    try:
+        __utils__["kos_backup.seal"](taken["path"], sealed, taken["key_file"])
+    finally:
+        os.unlink(taken["path"])
+    try:
+        size = os.path.getsize(sealed)
+        if not __salt__["cp.push"](sealed):
+            raise CommandExecutionError(
+                "the salt master refused the backup: file_recv is off (a master configured "
+                "before backups: kos converge configures it), or the backup is larger than "
+                "file_recv_max_size (salt_master:backups:max_mib)")
+    finally:
+        os.unlink(sealed)
+    return {"name": taken["name"] + SEALED_SUFFIX, "size": size, "revision": taken["revision"],
+            "keys": taken["keys"], "hash": taken["hash"]}
+
+
+def backups(directory=None):
+    """
+    On the salt master: the sealed backups it keeps (salt_master:backups:dir), oldest
+    first, each with its size and the UTC time in its name.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'salt*' kos.backups
+    """
+    if not directory:
+        directory = __salt__["pillar.get"]("salt_master:backups:dir") or \
+            _formula_defaults()["salt_master"]["backups"]["dir"]
+    names = [n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
+             if n.endswith(SEALED_SUFFIX)]
+    names.sort(key=lambda n: (n.rsplit("-", 1)[-1], n))
+    return [{"name": n, "size": os.path.getsize(os.path.join(directory, n)),
+             "time": n.rsplit("-", 1)[-1][:-len(SEALED_SUFFIX)]} for n in names]
+
+
+def restore_dqlite(source, saltenv="kos-backups"):
+    """
+    microk8s: fetch the sealed backup ``source`` from the salt master (``salt://<name>`` in
+    ``saltenv``), open it with this control plane's cluster CA key and write its objects
+    back into the running datastore (``microk8s dbctl restore``, reference E.2.4); the
+    opened archive is removed. Run on one control plane: dqlite replicates it.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kos.restore_dqlite salt://microk8s-k8s-cp-1-20261127T180000Z.kosbak
+    """
+    snap_data = __salt__["pillar.get"]("microk8s:snap_data") or \
+        _formula_defaults()["microk8s"]["snap_data"]
+    os.makedirs(BACKUP_DIR, mode=0o700, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="kos-restore-", dir=BACKUP_DIR)
+    try:
+        sealed = __salt__["cp.get_file"](source, os.path.join(work, "backup" + SEALED_SUFFIX),
+                                         saltenv=saltenv)
+        if not sealed:
+            raise CommandExecutionError(
+                f"the salt master serves no backup {source} (saltenv {saltenv}; a master "
+                "configured before backups serves none: kos converge configures it)")
+        archive = os.path.join(work, os.path.basename(source)[:-len(SEALED_SUFFIX)] + ".tar.gz")
+        __utils__["kos_backup.open_sealed"](sealed, archive,
+                                            os.path.join(snap_data, "certs", "ca.key"))
+        return __salt__["microk8s.restore_from"](archive)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

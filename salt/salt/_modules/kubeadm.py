@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import tarfile
 import tempfile
 import time
@@ -1410,3 +1411,255 @@ def upgrade_facts(kube_dir=None):
         "pending": note.get("version"),
         "pending_cordoned": bool(note.get("cordoned")),
     }
+
+
+# -- etcd backups and restore (reference D.7) -------------------------------------------------
+
+# etcdctl and etcdutl come from the etcd image this control plane runs (the manifest names
+# it), mounted read-only for the call: the client matches the server, and nothing needs
+# installing on either cloud.
+ETCD_TOOLS_DIR = "usr/local/bin"
+RESTORE_SUFFIX = ".kos-restore"
+STOPPED_DIR = "kos-stopped-manifests"
+RESTORE_STOPS = ("kube-apiserver.yaml", "etcd.yaml")
+# What the Kubernetes documentation suggests for a restore into a cluster whose clients
+# have watched newer revisions (etcd's revisions only grow).
+RESTORE_REVISION_BUMP = 1000000000
+
+
+def _static_pod(name, kube_dir=None):
+    """The image and flags of this node's ``name`` static Pod (running or stopped aside)."""
+    path = os.path.join(_kube_dir(kube_dir), "manifests", f"{name}.yaml")
+    aside = os.path.join(_kube_dir(kube_dir), STOPPED_DIR, f"{name}.yaml")
+    for candidate in (path, aside):
+        if os.path.exists(candidate):
+            with salt.utils.files.fopen(candidate) as fh:
+                doc = salt.utils.yaml.safe_load(fh) or {}
+            break
+    else:
+        raise CommandExecutionError(
+            f"no {name} static Pod here ({path} is missing): etcd backups and restores run "
+            "on control planes with stacked etcd")
+    try:
+        container = doc["spec"]["containers"][0]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise CommandExecutionError(f"{path} has no container") from exc
+    flags = dict(arg[2:].split("=", 1) for arg in container.get("command") or []
+                 if arg.startswith("--") and "=" in arg)
+    return container.get("image"), flags
+
+
+def _api_port(kube_dir=None):
+    return int(_static_pod("kube-apiserver", kube_dir)[1].get("secure-port", 6443))
+
+
+class _EtcdTools:
+    """The etcd image's root mounted read-only (``ctr images mount``) while in use."""
+
+    def __init__(self, image):
+        self.image = image
+        self.root = None
+
+    def __enter__(self):
+        self.root = tempfile.mkdtemp(prefix="kos-etcd-tools-")
+        try:
+            _run(["-n", "k8s.io", "images", "mount", self.image, self.root], binary="ctr")
+        except CommandExecutionError:
+            os.rmdir(self.root)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        _run(["-n", "k8s.io", "images", "unmount", "--rm", self.root], binary="ctr")
+        os.rmdir(self.root)
+
+    def __call__(self, tool, args):
+        return _run(args, binary=os.path.join(self.root, ETCD_TOOLS_DIR, tool))
+
+
+def _snapshot_status(tools, path):
+    out = tools("etcdutl", ["snapshot", "status", path, "--write-out=json"])["stdout"]
+    try:
+        doc = json.loads(out)
+    except ValueError as exc:
+        raise CommandExecutionError(f"etcdutl printed no snapshot status for {path}") from exc
+    return {"revision": doc.get("revision"), "keys": doc.get("totalKey"),
+            "hash": doc.get("hash"), "size": doc.get("totalSize")}
+
+
+def etcd_snapshot(directory, kube_dir=None):
+    """
+    Save a snapshot of this control plane's etcd member (``etcdctl snapshot save`` over
+    ``https://127.0.0.1:2379`` with the member's own certificate) to
+    ``<directory>/etcd-<node>-<UTC time>.db`` (mode 0600), check it (``etcdutl snapshot
+    status``) and return its path, revision, key count, hash and the key that seals it
+    (the etcd CA key, which only control planes hold).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.etcd_snapshot /var/lib/kos/backups
+    """
+    image, flags = _static_pod("etcd", kube_dir)
+    name = f"etcd-{flags.get('name', 'member')}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, name + ".db")
+    with _EtcdTools(image) as tools:
+        old = os.umask(0o077)
+        try:
+            tools("etcdctl", [
+                "--endpoints=https://127.0.0.1:2379",
+                f"--cacert={flags['trusted-ca-file']}", f"--cert={flags['cert-file']}",
+                f"--key={flags['key-file']}", "snapshot", "save", path])
+        finally:
+            os.umask(old)
+        status = _snapshot_status(tools, path)
+    return {"path": path, "name": name, "image": image, **status,
+            "key_file": os.path.splitext(flags["trusted-ca-file"])[0] + ".key"}
+
+
+def etcd_restore_stage(source, initial_cluster, token, saltenv="kos-backups", kube_dir=None):
+    """
+    Fetch the sealed backup ``source`` from the salt master (``salt://<name>`` in
+    ``saltenv``), open it with this control plane's etcd CA key and restore it into
+    ``<etcd data dir>.kos-restore`` for this member (its own ``--name`` and peer URL from
+    the etcd manifest, the whole cluster's ``initial_cluster``, a ``token`` of this
+    restore), ready to take the data directory's place; the running member is left alone
+    and the opened snapshot removed. A staging left by an earlier try is replaced. Return
+    the staging directory.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.etcd_restore_stage salt://etcd-k8s-cp-1-20261127T180000Z.kosbak \\
+            k8s-cp-1=https://10.0.0.20:2380 kos-restore-1
+    """
+    image, flags = _static_pod("etcd", kube_dir)
+    data = flags["data-dir"].rstrip("/")
+    staging = data + RESTORE_SUFFIX
+    os.makedirs(os.path.dirname(data), exist_ok=True)
+    work = tempfile.mkdtemp(prefix="kos-restore-", dir=os.path.dirname(data))
+    try:
+        sealed = __salt__["cp.get_file"](source, os.path.join(work, "backup.kosbak"),
+                                         saltenv=saltenv)
+        if not sealed:
+            raise CommandExecutionError(
+                f"the salt master serves no backup {source} (saltenv {saltenv}; a master "
+                "configured before backups serves none: kos converge configures it)")
+        key_file = os.path.splitext(flags["trusted-ca-file"])[0] + ".key"
+        snapshot = __utils__["kos_backup.open_sealed"](
+            sealed, os.path.join(work, "snapshot.db"), key_file)
+        shutil.rmtree(staging, ignore_errors=True)
+        with _EtcdTools(image) as tools:
+            tools("etcdutl", [
+                "snapshot", "restore", snapshot, "--data-dir", staging,
+                "--name", flags["name"], "--initial-cluster", initial_cluster,
+                "--initial-cluster-token", token,
+                "--initial-advertise-peer-urls", flags["initial-advertise-peer-urls"],
+                # past every revision the API servers' and controllers' caches have seen,
+                # and compacted there: they re-list instead of trusting what they hold
+                "--bump-revision", str(RESTORE_REVISION_BUMP), "--mark-compacted"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    os.chmod(staging, 0o700)
+    return staging
+
+
+def _listening(port, host="127.0.0.1"):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def control_plane_stopped(timeout=180, kube_dir=None):
+    """
+    Stop this node's API server and etcd member for a restore: their manifests move to
+    ``<kube_dir>/kos-stopped-manifests`` (the kubelet stops the Pods), then wait until
+    neither port answers. Idempotent. Return the manifests moved now.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kubeadm.control_plane_stopped
+    """
+    manifests = os.path.join(_kube_dir(kube_dir), "manifests")
+    aside = os.path.join(_kube_dir(kube_dir), STOPPED_DIR)
+    os.makedirs(aside, mode=0o700, exist_ok=True)
+    moved = []
+    for name in RESTORE_STOPS:
+        if os.path.exists(os.path.join(manifests, name)):
+            os.rename(os.path.join(manifests, name), os.path.join(aside, name))
+            moved.append(name)
+    api = _api_port(kube_dir)
+    deadline = time.time() + float(timeout)
+    while _listening(2379) or _listening(api):
+        if time.time() >= deadline:
+            raise CommandExecutionError(
+                f"etcd or the API server still answers {timeout} s after their manifests left "
+                f"{manifests}")
+        time.sleep(2)
+    return moved
+
+
+def etcd_restore_swap(kube_dir=None):
+    """
+    Put the staged restore in the data directory's place (the old one kept as
+    ``<data dir>.before-restore-<UTC time>``), with the member stopped. Nothing staged:
+    nothing to do (done already). Return the kept directory or None.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kubeadm.etcd_restore_swap
+    """
+    _, flags = _static_pod("etcd", kube_dir)
+    if os.path.exists(os.path.join(_kube_dir(kube_dir), "manifests", "etcd.yaml")):
+        raise CommandExecutionError("etcd still runs here: stop it first "
+                                    "(kubeadm.control_plane_stopped)")
+    data = flags["data-dir"].rstrip("/")
+    staging = data + RESTORE_SUFFIX
+    if not os.path.isdir(staging):
+        return None
+    kept = f"{data}.before-restore-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    if os.path.exists(data):
+        os.rename(data, kept)
+    else:
+        kept = None
+    os.rename(staging, data)
+    return kept
+
+
+def control_plane_started(timeout=300, kube_dir=None):
+    """
+    Put back the manifests ``control_plane_stopped`` moved aside and wait until this
+    node's API server answers again. Return the manifests put back.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-*' kubeadm.control_plane_started
+    """
+    manifests = os.path.join(_kube_dir(kube_dir), "manifests")
+    aside = os.path.join(_kube_dir(kube_dir), STOPPED_DIR)
+    back = []
+    for name in RESTORE_STOPS[::-1]:
+        if os.path.exists(os.path.join(aside, name)):
+            os.rename(os.path.join(aside, name), os.path.join(manifests, name))
+            back.append(name)
+    if os.path.isdir(aside) and not os.listdir(aside):
+        os.rmdir(aside)
+    api = _api_port(kube_dir)
+    deadline = time.time() + float(timeout)
+    while not _listening(api):
+        if time.time() >= deadline:
+            raise CommandExecutionError(
+                f"the API server does not answer {timeout} s after its manifest came back")
+        time.sleep(2)
+    return back

@@ -2,6 +2,9 @@
 kos glue states.
 """
 
+import glob
+import os
+import shutil
 from collections.abc import Mapping
 
 from salt.exceptions import CommandExecutionError
@@ -58,4 +61,36 @@ def converged(name, members_only=False):
         return ret
     ret["comment"] = ("noted what this converge was made of" if noted
                       else "nothing noted: this node was never converged whole")
+    return ret
+
+
+def backups_kept(name, incoming, keep=7, suffix=".kosbak"):
+    """
+    On the salt master: file the sealed backups control planes pushed (``cp.push`` puts
+    them under ``<incoming>/<minion>/files/...``) into ``name``, then keep only the ``keep``
+    newest there (their names end in their UTC time). Changes: what was filed and what
+    was removed.
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    pushed = sorted(glob.glob(os.path.join(incoming, "*", "files", "**", f"*{suffix}"),
+                          recursive=True))
+    filed = [os.path.basename(p) for p in pushed]
+    have = sorted({*filed, *(f for f in (os.listdir(name) if os.path.isdir(name) else [])
+                             if f.endswith(suffix))},
+                  key=lambda f: (f.rsplit("-", 1)[-1], f))
+    removed = have[:-int(keep)] if int(keep) > 0 and len(have) > int(keep) else []
+    if filed or removed:
+        ret["changes"] = {"filed": filed, "removed": removed}
+    if __opts__["test"]:
+        ret["result"] = None if ret["changes"] else True
+        ret["comment"] = (f"would file {len(filed)} backup(s) and remove {len(removed)}"
+                          if ret["changes"] else f"{len(have)} backup(s) kept, nothing to do")
+        return ret
+    os.makedirs(name, mode=0o700, exist_ok=True)
+    for path in pushed:
+        shutil.move(path, os.path.join(name, os.path.basename(path)))
+        os.chmod(os.path.join(name, os.path.basename(path)), 0o600)
+    for f in removed:
+        os.unlink(os.path.join(name, f))
+    ret["comment"] = f"{len(have) - len(removed)} backup(s) kept in {name}"
     return ret

@@ -382,6 +382,13 @@ SALT_MASTER = section("The salt master's configuration.", {
     "keep_jobs_seconds": seconds("How long a job stays in the job cache", 60, 7 * DAY),
     "job_cache_filter": flag("Keep join credentials, tokens, certificate keys and kubeconfigs "
                              "out of the job cache (master_job_cache: kos_job_cache)."),
+    "backups": section("Datastore backups (orch.backup, orch.restore).", {
+        "dir": path("Where the master keeps them (on its state volume)."),
+        "keep": integer("How many of the newest it keeps.", 1, 1000),
+        "every_hours": integer("The master runs orch.backup this often; 0: on demand only.",
+                               0, 24 * 366),
+        "max_mib": integer("The largest backup the master accepts, in MiB.", 1, 65536),
+    }),
 })
 
 ADDON = either(flag("Enabled or disabled."), section("An addon with arguments.", {
