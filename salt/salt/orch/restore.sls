@@ -57,8 +57,8 @@ kos-orch-restore-dqlite:
   salt.function:
     - name: kos.restore_dqlite
     - tgt: {{ first }}
-    - arg:
-      - salt://{{ backup }}
+    - kwarg:
+        source: salt://{{ backup }}
     - require:
       - salt: {{ last[-1] }}
 {%- else %}
@@ -69,10 +69,10 @@ kos-orch-restore-stage:
     - name: kubeadm.etcd_restore_stage
     - tgt: {{ control_planes | join(',') }}
     - tgt_type: list
-    - arg:
-      - salt://{{ backup }}
-      - {{ members | join(',') }}
-      - kos-restore-{{ backup[:-7] }}
+    - kwarg:
+        source: salt://{{ backup }}
+        initial_cluster: {{ members | join(',') }}
+        token: kos-restore-{{ backup[:-7] }}
     - require:
       - salt: {{ last[-1] }}
 {%- set previous = ['kos-orch-restore-stage'] %}
