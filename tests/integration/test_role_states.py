@@ -50,7 +50,11 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
     code, data = apply(salt_cli, deployment.fqdn("salt"), "salt_master")
     assert code == 0, data
     conf = yaml.safe_load((host_roots / "salt" / "etc/salt/master.d/kos.conf").read_text())
-    assert conf["file_roots"] == {"base": ["/srv/salt"]} and conf["auto_accept"] is False
+    # the state tree, and the sealed backups served back to the control planes
+    assert conf["file_roots"] == {"base": ["/srv/salt"],
+                                  "kos-backups": ["/var/lib/kos-salt/backups"]}
+    assert conf["auto_accept"] is False
+    assert conf["file_recv"] is True and conf["schedule"]["kos-backup"]["args"] == ["orch.backup"]
     # sized from the master's cores, and patient: a busy master makes a wave wait
     cores = salt_cli.run("grains.get", "num_cpus", minion_tgt=deployment.fqdn("salt")).data
     assert conf["worker_threads"] == max(5, 4 * cores)
