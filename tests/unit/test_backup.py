@@ -332,6 +332,7 @@ def test_the_master_files_pushed_backups_and_keeps_the_newest(tmp_path, test):
     for t in ("20261125T180000Z", "20261126T180000Z", "20261124T180000Z"):
         (kept / f"etcd-k8s-cp-1-{t}.kosbak").write_bytes(t.encode())
     kos_state.__opts__ = {"test": test}
+    kos_state.__utils__ = utils()
     ret = kos_state.backups_kept(str(kept), str(incoming), keep=2)
     assert ret["changes"] == {"filed": ["etcd-k8s-cp-1-20261127T180000Z.kosbak"],
                               "removed": ["etcd-k8s-cp-1-20261124T180000Z.kosbak",
@@ -353,6 +354,7 @@ def test_the_master_lists_its_backups_oldest_first(tmp_path):
     for t in ("20261126T180000Z", "20261125T180000Z"):
         (tmp_path / f"etcd-k8s-cp-1-{t}.kosbak").write_bytes(b"12345")
     (tmp_path / "notes.txt").write_text("x")
+    kos_mod.__utils__ = utils()
     assert kos_mod.backups(str(tmp_path)) == [
         {"name": "etcd-k8s-cp-1-20261125T180000Z.kosbak", "size": 5, "time": "20261125T180000Z"},
         {"name": "etcd-k8s-cp-1-20261126T180000Z.kosbak", "size": 5, "time": "20261126T180000Z"},

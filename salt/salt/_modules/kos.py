@@ -469,9 +469,8 @@ def backups(directory=None):
     if not directory:
         directory = __salt__["pillar.get"]("salt_master:backups:dir") or \
             _formula_defaults()["salt_master"]["backups"]["dir"]
-    names = [n for n in (os.listdir(directory) if os.path.isdir(directory) else [])
-             if n.endswith(SEALED_SUFFIX)]
-    names.sort(key=lambda n: (n.rsplit("-", 1)[-1], n))
+    names = __utils__["kos_backup.oldest_first"](
+        os.listdir(directory) if os.path.isdir(directory) else [])
     return [{"name": n, "size": os.path.getsize(os.path.join(directory, n)),
              "time": n.rsplit("-", 1)[-1][:-len(SEALED_SUFFIX)]} for n in names]
 
@@ -494,15 +493,10 @@ def restore_dqlite(source, saltenv="kos-backups"):
     os.makedirs(BACKUP_DIR, mode=0o700, exist_ok=True)
     work = tempfile.mkdtemp(prefix="kos-restore-", dir=BACKUP_DIR)
     try:
-        sealed = __salt__["cp.get_file"](source, os.path.join(work, "backup" + SEALED_SUFFIX),
-                                         saltenv=saltenv)
-        if not sealed:
-            raise CommandExecutionError(
-                f"the salt master serves no backup {source} (saltenv {saltenv}; a master "
-                "configured before backups serves none: kos converge configures it)")
+        # dbctl finds the archive's directory by the archive's own name
         archive = os.path.join(work, os.path.basename(source)[:-len(SEALED_SUFFIX)] + ".tar.gz")
-        __utils__["kos_backup.open_sealed"](sealed, archive,
-                                            os.path.join(snap_data, "certs", "ca.key"))
+        __utils__["kos_backup.fetch_opened"](
+            __salt__, source, archive, os.path.join(snap_data, "certs", "ca.key"), saltenv)
         return __salt__["microk8s.restore_from"](archive)
     finally:
         shutil.rmtree(work, ignore_errors=True)

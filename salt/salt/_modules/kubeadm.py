@@ -1477,6 +1477,11 @@ class _EtcdTools:
         return _run(args, binary=os.path.join(self.root, ETCD_TOOLS_DIR, tool))
 
 
+def _etcd_ca_key(flags):
+    """The etcd CA's private key beside its certificate: what seals and opens a backup."""
+    return os.path.splitext(flags["trusted-ca-file"])[0] + ".key"
+
+
 def _snapshot_status(tools, path):
     out = tools("etcdutl", ["snapshot", "status", path, "--write-out=json"])["stdout"]
     try:
@@ -1516,7 +1521,7 @@ def etcd_snapshot(directory, kube_dir=None):
             os.umask(old)
         status = _snapshot_status(tools, path)
     return {"path": path, "name": name, "image": image, **status,
-            "key_file": os.path.splitext(flags["trusted-ca-file"])[0] + ".key"}
+            "key_file": _etcd_ca_key(flags)}
 
 
 def etcd_restore_stage(source, initial_cluster, token, saltenv="kos-backups", kube_dir=None):
@@ -1542,15 +1547,8 @@ def etcd_restore_stage(source, initial_cluster, token, saltenv="kos-backups", ku
     os.makedirs(os.path.dirname(data), exist_ok=True)
     work = tempfile.mkdtemp(prefix="kos-restore-", dir=os.path.dirname(data))
     try:
-        sealed = __salt__["cp.get_file"](source, os.path.join(work, "backup.kosbak"),
-                                         saltenv=saltenv)
-        if not sealed:
-            raise CommandExecutionError(
-                f"the salt master serves no backup {source} (saltenv {saltenv}; a master "
-                "configured before backups serves none: kos converge configures it)")
-        key_file = os.path.splitext(flags["trusted-ca-file"])[0] + ".key"
-        snapshot = __utils__["kos_backup.open_sealed"](
-            sealed, os.path.join(work, "snapshot.db"), key_file)
+        snapshot = __utils__["kos_backup.fetch_opened"](
+            __salt__, source, os.path.join(work, "snapshot.db"), _etcd_ca_key(flags), saltenv)
         shutil.rmtree(staging, ignore_errors=True)
         with _EtcdTools(image) as tools:
             tools("etcdutl", [

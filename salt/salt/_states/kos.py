@@ -64,7 +64,7 @@ def converged(name, members_only=False):
     return ret
 
 
-def backups_kept(name, incoming, keep=7, suffix=".kosbak"):
+def backups_kept(name, incoming, keep=7):
     """
     On the salt master: file the sealed backups control planes pushed (``cp.push`` puts
     them under ``<incoming>/<minion>/files/...``) into ``name``, then keep only the ``keep``
@@ -72,12 +72,11 @@ def backups_kept(name, incoming, keep=7, suffix=".kosbak"):
     was removed.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
-    pushed = sorted(glob.glob(os.path.join(incoming, "*", "files", "**", f"*{suffix}"),
+    pushed = sorted(glob.glob(os.path.join(incoming, "*", "files", "**", "*.kosbak"),
                           recursive=True))
     filed = [os.path.basename(p) for p in pushed]
-    have = sorted({*filed, *(f for f in (os.listdir(name) if os.path.isdir(name) else [])
-                             if f.endswith(suffix))},
-                  key=lambda f: (f.rsplit("-", 1)[-1], f))
+    have = __utils__["kos_backup.oldest_first"](
+        {*filed, *(os.listdir(name) if os.path.isdir(name) else [])})
     removed = have[:-int(keep)] if int(keep) > 0 and len(have) > int(keep) else []
     if filed or removed:
         ret["changes"] = {"filed": filed, "removed": removed}

@@ -26,6 +26,8 @@ try:
 except ImportError:  # pragma: no cover - Salt's own packages ship it
     HAS_CRYPTOGRAPHY = False
 
+# A sealed backup's file name: <what>-<node>-<UTC time>.kosbak.
+SUFFIX = ".kosbak"
 MAGIC = b"KOSBAK1\n"
 NONCE = 12
 TAG = 16
@@ -111,3 +113,26 @@ def open_sealed(src, dest, key_file):
 
     _write_atomically(dest, produce)
     return dest
+
+
+def oldest_first(names):
+    """Sealed backups' names, oldest first: by the UTC time that ends each name."""
+    return sorted((n for n in names if n.endswith(SUFFIX)), key=lambda n: (n.rsplit("-", 1)[-1], n))
+
+
+def fetch_opened(salt, source, dest, key_file, saltenv="kos-backups"):
+    """
+    Fetch the sealed backup ``source`` (``salt://<name>``) from the master's file server
+    (``saltenv``) beside ``dest``, open it into ``dest`` with ``key_file`` and remove the
+    sealed copy; return ``dest``. Utils get no ``__salt__``: the caller hands its in.
+    """
+    sealed = dest + SUFFIX
+    try:
+        if not salt["cp.get_file"](source, sealed, saltenv=saltenv):
+            raise CommandExecutionError(
+                f"the salt master serves no backup {source} (saltenv {saltenv}; a master "
+                "configured before backups serves none: kos converge configures it)")
+        return open_sealed(sealed, dest, key_file)
+    finally:
+        if os.path.exists(sealed):
+            os.unlink(sealed)
