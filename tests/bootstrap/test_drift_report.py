@@ -1,6 +1,6 @@
 """
 The drift report's rules, on the shapes Salt and sha256sum return (the end-to-end check is
-test_drift.py): what counts as a hand edit under /srv, and which highstate results in test
+test_converge.py): what counts as a hand edit under /srv, and which highstate results in test
 mode count as drift.
 """
 
