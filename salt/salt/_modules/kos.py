@@ -418,7 +418,6 @@ def check_certificates():
 
 # Where a control plane writes a backup before it goes to the master (and is removed here).
 BACKUP_DIR = "/var/lib/kos/backups"
-SEALED_SUFFIX = ".kosbak"
 # What takes a backup of each distribution's datastore (reference D.7.1, E.2.3).
 BACKUP_FUNCTIONS = {"kubeadm": "kubeadm.etcd_snapshot", "microk8s": "microk8s.backup"}
 
@@ -437,7 +436,7 @@ def backup(directory=BACKUP_DIR):
         salt 'k8s-cp-1*' kos.backup
     """
     taken = __salt__[BACKUP_FUNCTIONS[_distribution(_pillar())]](directory)
-    sealed = os.path.join(directory, taken["name"] + SEALED_SUFFIX)
+    sealed = os.path.join(directory, __utils__["kos_backup.sealed_name"](taken["name"]))
     try:
         __utils__["kos_backup.seal"](taken["path"], sealed, taken["key_file"])
     finally:
@@ -451,7 +450,7 @@ def backup(directory=BACKUP_DIR):
                 "file_recv_max_size (salt_master:backups:max_mib)")
     finally:
         os.unlink(sealed)
-    return {"name": taken["name"] + SEALED_SUFFIX, "size": size, "revision": taken["revision"],
+    return {"name": os.path.basename(sealed), "size": size, "revision": taken["revision"],
             "keys": taken["keys"], "hash": taken["hash"]}
 
 
@@ -472,7 +471,7 @@ def backups(directory=None):
     names = __utils__["kos_backup.oldest_first"](
         os.listdir(directory) if os.path.isdir(directory) else [])
     return [{"name": n, "size": os.path.getsize(os.path.join(directory, n)),
-             "time": n.rsplit("-", 1)[-1][:-len(SEALED_SUFFIX)]} for n in names]
+             "time": __utils__["kos_backup.unsealed_name"](n).rsplit("-", 1)[-1]} for n in names]
 
 
 def restore_dqlite(source, saltenv="kos-backups"):
@@ -494,7 +493,7 @@ def restore_dqlite(source, saltenv="kos-backups"):
     work = tempfile.mkdtemp(prefix="kos-restore-", dir=BACKUP_DIR)
     try:
         # dbctl finds the archive's directory by the archive's own name
-        archive = os.path.join(work, os.path.basename(source)[:-len(SEALED_SUFFIX)] + ".tar.gz")
+        archive = os.path.join(work, __utils__["kos_backup.unsealed_name"](source) + ".tar.gz")
         __utils__["kos_backup.fetch_opened"](
             __salt__, source, archive, os.path.join(snap_data, "certs", "ca.key"), saltenv)
         return __salt__["microk8s.restore_from"](archive)

@@ -685,7 +685,7 @@ def backup(directory):
     """
     directory = os.path.abspath(directory)
     host = __grains__["host"]
-    name = f"microk8s-{host}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    name = f"microk8s-{host}-{__utils__['kos_backup.stamp']()}"
     os.makedirs(directory, mode=0o700, exist_ok=True)
     path = os.path.join(directory, name + ".tar.gz")
     old = os.umask(0o077)

@@ -72,8 +72,9 @@ def backups_kept(name, incoming, keep=7):
     was removed.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
-    pushed = sorted(glob.glob(os.path.join(incoming, "*", "files", "**", "*.kosbak"),
-                          recursive=True))
+    pushed = sorted(p for p in glob.glob(os.path.join(incoming, "*", "files", "**", "*"),
+                                         recursive=True)
+                    if __utils__["kos_backup.is_sealed"](p) and os.path.isfile(p))
     filed = [os.path.basename(p) for p in pushed]
     have = __utils__["kos_backup.oldest_first"](
         {*filed, *(os.listdir(name) if os.path.isdir(name) else [])})

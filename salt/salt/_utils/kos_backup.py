@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import os
 import tempfile
+import time
 
 from salt.exceptions import CommandExecutionError
 
@@ -113,6 +114,25 @@ def open_sealed(src, dest, key_file):
 
     _write_atomically(dest, produce)
     return dest
+
+
+def stamp():
+    """The UTC time that ends a backup's name (and sorts them)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def sealed_name(name):
+    return name + SUFFIX
+
+
+def unsealed_name(sealed):
+    """A sealed backup's name without the suffix: what it was taken as."""
+    name = os.path.basename(sealed)
+    return name[:-len(SUFFIX)] if name.endswith(SUFFIX) else name
+
+
+def is_sealed(name):
+    return name.endswith(SUFFIX)
 
 
 def oldest_first(names):
