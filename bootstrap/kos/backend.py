@@ -26,7 +26,8 @@ class Backend(ABC):
         """Build the infrastructure as recorded steps; return the outputs. ``leaving`` is
         called with the minion ids of the nodes whose servers the change destroys, before
         it does (they leave the cluster first); the create step's detail lists them as
-        ``retired``."""
+        ``retired``. The nodes of ``--replace`` leave the same way, with ``replace=True``
+        (they come back), and the detail lists the rebuilt host names as ``replaced``."""
 
     @abstractmethod
     def outputs(self):

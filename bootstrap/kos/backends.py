@@ -75,18 +75,28 @@ class OpenStackBackend(Backend):
             self.terraform.init,
             always=not self.terraform.initialized,
         )
-        replace = [instance_address(self.outputs(), h) for h in self.settings.replace]
+        current = self.outputs()
+        replace = [instance_address(current, h) for h in self.settings.replace]
         title = "terraform apply" + "".join(f" -replace={a}" for a in replace)
         # A replacement is an action, not a state: it runs whenever it is asked for.
         # A replacement goes straight to apply: a node retired in the same change would go
         # without leaving the cluster, so that waits for a kos up without --replace.
         if replace:
-            refuse_retiring_while_replacing(inputs, self.outputs())
+            refuse_retiring_while_replacing(inputs, current)
+            # a rebuilt node joins again from nothing: the old one leaves the cluster first
+            nodes = sorted(mid for mid, m in (current.get("minions") or {}).items()
+                           if m.get("hostname") in self.settings.replace
+                           and m.get("role") in ("control_plane", "worker"))
+            if nodes and leaving is not None:
+                leaving(nodes, replace=True)
+
+        def apply():
+            if not replace:
+                return self._apply(leaving)
+            return {**self.terraform.apply(replace), "replaced": sorted(self.settings.replace)}
+
         steps.run("terraform-apply", fp, title,
-                  lambda: self._with_faults(
-                      lambda: self.terraform.apply(replace) if replace else self._apply(leaving),
-                      inputs.cluster_name),
-                  always=bool(replace))
+                  lambda: self._with_faults(apply, inputs.cluster_name), always=bool(replace))
         steps.run(
             "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
             lambda: cloud.wait_first_boot(

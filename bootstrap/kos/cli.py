@@ -304,8 +304,9 @@ def apply(plan_file, yes, **kw):
     "replace",
     multiple=True,
     metavar="HOSTNAME",
-    help="Rebuild this server (bastion, salt, k8s-cp-1, ...): terraform apply -replace. "
-    "Its addresses and volume stay; repeatable.",
+    help="Rebuild this server (bastion, salt, k8s-worker-2, ...): a node leaves the cluster "
+    "first and joins again from its new server; terraform apply -replace; its name, addresses "
+    "and volume stay. Not the first control plane. Repeatable.",
 )
 def up(yes, **kw):
     """Preflight, terraform apply, converge; re-running resumes where it stopped."""

@@ -501,12 +501,15 @@ def upgrade(dep, version=None):
     }
 
 
-def remove_nodes(dep, minions):
+def remove_nodes(dep, minions, replace=False):
     """orch.remove: the nodes Terraform is about to destroy leave the cluster first (drained,
     left, forgotten by the first control plane), one at a time, workers first. A node that
     does not answer cannot leave by itself; its server goes next anyway, so the cluster
-    forgets it without (orch.remove's force, which refuses a kubeadm control plane)."""
+    forgets it without (orch.remove's force; a kubeadm control plane's etcd member is
+    removed from the first control plane). ``replace``: the nodes come back on new servers
+    (kos up --replace), which is an action: it runs whenever asked."""
     names = ", ".join(m.split(".")[0] for m in minions)
+    extra = {"replace": True} if replace else {}
 
     def run():
         with dep.master() as master:
@@ -520,17 +523,40 @@ def remove_nodes(dep, minions):
                 if force:
                     ui.warn(f"{', '.join(ids)} do not answer: forgotten by the cluster "
                             "without leaving it themselves (their servers go next)")
-                pillar = {"remove": sorted(ids), **({"force": True} if force else {})}
+                pillar = {"remove": sorted(ids), **extra, **({"force": True} if force else {})}
                 summary = master.orchestrate("orch.remove", pillar, rerun="kos up")
                 done[("forced" if force else "left")] = orchestrated(summary)
             return done
 
     return dep.steps.run(
-        "remove-nodes", fingerprint(sorted(minions)),
+        "replace-leave" if replace else "remove-nodes", fingerprint(sorted(minions)),
         f"take {names} out of the cluster before their servers go "
-        f"(salt-run state.orchestrate orch.remove pillar='{json.dumps({'remove': sorted(minions)})}')",
-        run,
+        f"(salt-run state.orchestrate orch.remove "
+        f"pillar='{json.dumps({'remove': sorted(minions), **extra})}')",
+        run, always=replace,
     )
+
+
+def rebuilt_minions(dep):
+    """The minion ids whose servers the last apply rebuilt (--replace) and whose new
+    servers present new keys; the master's keys sit on its state volume and stay."""
+    detail = dep.steps.get(dep.backend.create_step).get("detail") or {}
+    hosts = set(detail.get("replaced") or ()) - {"salt"}
+    minions = (dep.outputs() or {}).get("minions") or {}
+    return sorted(mid for mid, m in minions.items() if m.get("hostname") in hosts)
+
+
+def refuse_replacing_the_first_control_plane(dep):
+    outputs = dep.outputs() or {}
+    first = first_control_plane(outputs) if outputs.get("minions") else None
+    host = ((outputs.get("minions") or {}).get(first) or {}).get("hostname")
+    if host and host in dep.settings.replace:
+        raise InputError(
+            f"--replace {host}: {host} is the first control plane, which initialised the "
+            "cluster and issues every join credential: a new server there would start "
+            "another cluster",
+            fix="replace the other nodes (one control plane at a time); kos cannot rebuild "
+            "the first control plane yet (README, Day two: nodes, Replace a node)")
 
 
 def retired_minions(dep):
@@ -654,6 +680,17 @@ def converge(dep, always=True, exclude=(), limit=()):
                 f"forget the retired nodes {', '.join(retired)} (their keys and mine data)",
                 lambda: master.delete_keys(retired),
             )
+        rebuilt = rebuilt_minions(dep)
+        if rebuilt:
+            # Until then the master denies the new servers' keys (their minions keep
+            # asking: rejected_retry); once per rebuild, so a re-run keeps what it accepted.
+            steps.run(
+                "salt-keys-rebuilt",
+                fingerprint(rebuilt, dep.steps.get(dep.backend.create_step).get("finished")),
+                f"forget the old keys of the rebuilt {', '.join(rebuilt)} (their new servers "
+                "present new ones)",
+                lambda: master.delete_keys(rebuilt),
+            )
         accepted = steps.run(
             "salt-keys", fp, f"accept the keys of {len(targets)} minions", keys, always=always
         )
@@ -754,6 +791,8 @@ def up(dep, confirm):
             f"create cluster {dep.cluster} with {dep.inputs.node_count} Kubernetes nodes"
             + (" on the local cloud" if dep.backend.name == "local" else "")
         )
+    if dep.settings.replace:
+        refuse_replacing_the_first_control_plane(dep)
     # Once apply has begun, the project's usage includes this cluster: quotas are moot.
     apply_started = steps.status(created) is not None
     steps.run(
@@ -764,7 +803,8 @@ def up(dep, confirm):
         quiet_failure=True,
     )
     dep.use_outputs(dep.backend.create(dep.inputs, steps,
-                                       leaving=lambda minions: remove_nodes(dep, minions)))
+                                       leaving=lambda minions, replace=False: remove_nodes(
+                                           dep, minions, replace)))
     forget_host_keys(dep, dep.settings.replace)
     # A rebuilt server needs everything converge does again (keys, trees, states).
     outputs = converge(dep, always=bool(dep.settings.replace))

@@ -13,7 +13,7 @@ import secrets
 
 import pytest
 
-from tests.e2e.test_real_kubernetes import kubectl, wait_for
+from tests.e2e.test_real_kubernetes import etcd_members, kubectl, wait_for
 from tests.e2e.test_rolling_upgrade import first_control_plane, salt
 
 pytestmark = pytest.mark.netns
@@ -79,14 +79,8 @@ def test_a_sealed_backup_on_the_master_and_a_restore_that_brings_the_cluster_bac
     control_planes = sorted(h for h in real.hostnames() if h.startswith("k8s-cp-"))
 
     def members():
-        res = kubectl(real, "-n", "kube-system", "exec", "etcd-k8s-cp-1", "--", "etcdctl",
-                      "--endpoints=https://127.0.0.1:2379",
-                      "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
-                      "--cert=/etc/kubernetes/pki/etcd/server.crt",
-                      "--key=/etc/kubernetes/pki/etcd/server.key",
-                      "member", "list", "-w", "json", check=False)
-        found = sorted(m.get("name", "") for m in json.loads(res.stdout or "{}").get(
-            "members", [])) if res.returncode == 0 else res.stderr[-300:]
+        found = etcd_members(real)
+        found = sorted(found) if isinstance(found, dict) else found
         return found == control_planes, found
 
     wait_for("every control plane an etcd member again", members)

@@ -411,7 +411,8 @@ def test_node_preparation_switched_off_runs_haproxy_from_a_pidfile(loaders):
 
 
 @pytest.mark.parametrize("sls", ["kubeadm.joined", "kubeadm.revoke", "kubeadm.reset",
-                                 "kubeadm.clean", "kubeadm.drain", "kubeadm.delete"])
+                                 "kubeadm.clean", "kubeadm.drain", "kubeadm.delete",
+                                 "kubeadm.etcd_forget"])
 def test_every_sls_renders(loaders, sls):
     assert low_ids(loaders, sls, pillar={"kubeadm_node": "k8s-worker-1"})
 

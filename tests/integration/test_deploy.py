@@ -604,7 +604,9 @@ def remove_steps(steps):
     (lambda fqdn: {"remove": fqdn("k8s-worker-1")}, "pillar key 'remove' must list the minion ids"),
     (lambda fqdn: {"remove": [fqdn("k8s-worker-1")], "drain_timeout": 0},
      "pillar key 'drain_timeout' must be a number of seconds"),
-], ids=["first-control-plane", "unknown", "not-a-list", "drain-timeout"])
+    (lambda fqdn: {"remove": [fqdn("k8s-worker-1")], "replace": "yes"},
+     "pillar key 'replace' must be true or false, got \"yes\""),
+], ids=["first-control-plane", "unknown", "not-a-list", "drain-timeout", "replace"])
 def test_remove_refuses_bad_options_before_anything_changes(
         deployed, salt_run, deployment, host_roots, pillar, words):
     before = tree_snapshot(host_roots)
@@ -657,13 +659,13 @@ def test_remove_takes_a_worker_out_for_good_and_a_rerun_changes_nothing(
 def test_remove_with_force_forgets_a_node_that_does_not_answer(
         deployed, salt_run, salt_cli, minions, deployment):
     """Its server is gone (here: its minion stopped, the stand-in node still registered): the
-    cluster forgets it without the node's own step (microk8s remove-node --force)."""
+    cluster forgets it without draining it or the node's own step (microk8s remove-node --force)."""
     worker = deployment.fqdn("k8s-worker-1")
     minions["k8s-worker-1"].terminate()
     try:
         ret, steps = orchestrate(salt_run, {"remove": [worker], "force": True}, sls="orch.remove")
         assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
-        assert remove_steps(steps) == [("k8s-worker-1", "drain"), ("k8s-worker-1", "forget")]
+        assert remove_steps(steps) == [("k8s-worker-1", "forget")]
         assert "k8s-worker-1" not in kube_nodes(salt_cli, deployment)
     finally:
         minions["k8s-worker-1"].start(start_timeout=180)

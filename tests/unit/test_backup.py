@@ -1,5 +1,6 @@
 """Unit tests of datastore backups: sealing (_utils/kos_backup.py), the kubeadm module's etcd
-snapshot and restore steps (reference D.7), kos.backup and the master's filing state."""
+snapshot and restore steps (reference D.7), kos.backup and the master's filing state; and the
+etcd membership of a control plane that is gone (the same etcd tools)."""
 
 import json
 import os
@@ -109,6 +110,7 @@ class FakeEtcd:
         self.calls = []
         self.mounted = None
         self.fail = fail
+        self.members = []
 
     def __call__(self, cmd, **kw):
         self.calls.append(list(cmd))
@@ -123,6 +125,11 @@ class FakeEtcd:
         assert self.mounted and cmd[0] == os.path.join(self.mounted, "usr/local/bin", tool)
         if self.fail == tool:
             return result(retcode=5, stderr="Error: context deadline exceeded")
+        if cmd[-3:] == ["member", "list", "--write-out=json"]:
+            return result(json.dumps({"header": {"cluster_id": 1}, "members": self.members}))
+        if cmd[-3:-1] == ["member", "remove"]:
+            self.members = [m for m in self.members if format(m["ID"], "x") != cmd[-1]]
+            return result(f"Member {cmd[-1]} removed from cluster 1")
         if cmd[1:3] == ["snapshot", "status"]:
             return result(json.dumps({"hash": 1234, "revision": 987, "totalKey": 321,
                                       "totalSize": 2097152}))
@@ -197,6 +204,47 @@ def test_a_failed_save_says_why_and_unmounts_the_image(tmp_path, kube_dir, etcd)
 def test_a_node_without_etcd_is_refused_by_name(tmp_path, kube_dir):
     with pytest.raises(CommandExecutionError, match="run on control planes with stacked etcd"):
         kubeadm.etcd_snapshot(str(tmp_path / "backups"))
+
+
+# -- etcd members of a control plane that is gone ---------------------------------------------
+
+
+def member(mid, name, ip):
+    # etcdctl's JSON: IDs as (uint64) numbers, no name while the member never started
+    return {"ID": mid, **({"name": name} if name else {}), "peerURLs": [f"https://{ip}:2380"],
+            "clientURLs": [f"https://{ip}:2379"] if name else []}
+
+
+def test_a_gone_control_planes_member_and_its_unstarted_one_are_removed_by_name_and_url(
+        kube_dir, etcd):
+    pki = etcd_manifest(kube_dir)
+    etcd.members = [member(0x8e9e05c52164694d, "k8s-cp-1", "10.0.0.20"),
+                    member(0x91bc3c398fb3c146, "k8s-cp-2", "10.0.0.21"),
+                    member(0xfd422379fda50e48, "k8s-cp-3", "10.0.0.22"),
+                    member(0x2a4c6e1d9b7f3e05, None, "10.0.0.22")]
+    assert [m["id"] for m in kubeadm.etcd_member_list()] == [
+        "8e9e05c52164694d", "91bc3c398fb3c146", "fd422379fda50e48", "2a4c6e1d9b7f3e05"]
+    removed = kubeadm.etcd_member_remove("k8s-cp-3", peer_url="https://10.0.0.22:2380")
+    assert [m["id"] for m in removed] == ["fd422379fda50e48", "2a4c6e1d9b7f3e05"]
+    assert [m["name"] for m in kubeadm.etcd_member_list()] == ["k8s-cp-1", "k8s-cp-2"]
+    root = etcd.calls[-1][6]
+    remove = [c for c in etcd.calls if "remove" in c][0]
+    assert remove[1:] == ["--endpoints=https://127.0.0.1:2379", f"--cacert={pki}/ca.crt",
+                          f"--cert={pki}/server.crt", f"--key={pki}/server.key",
+                          "member", "remove", "fd422379fda50e48"]
+    assert etcd.mounted is None and not os.path.exists(root)
+    # gone already: nothing to remove, nothing asked of etcd but the list
+    before = len(etcd.calls)
+    assert kubeadm.etcd_member_remove("k8s-cp-3", peer_url="https://10.0.0.22:2380") == []
+    assert [c for c in etcd.calls[before:] if "remove" in c] == []
+
+
+def test_a_control_plane_never_removes_its_own_member(kube_dir, etcd):
+    etcd_manifest(kube_dir)  # this node's member is k8s-cp-2
+    etcd.members = [member(1, "k8s-cp-2", "10.0.0.21")]
+    with pytest.raises(CommandExecutionError, match="this node's own etcd member"):
+        kubeadm.etcd_member_remove("k8s-cp-2")
+    assert etcd.calls == [] and len(etcd.members) == 1
 
 
 def test_restore_stage_opens_the_masters_copy_beside_the_data_dir_and_leaves_etcd_alone(

@@ -193,3 +193,64 @@ def test_a_failed_apply_says_why_nova_put_servers_in_error():
         "Nova: kc-k8s-cp-3: Build of instance aborted: Failed to allocate the network(s) "
         "(PortBindingFailed: x)"]
     assert found._with_faults(lambda: {"add": 1}, "kc") == {"add": 1}
+
+
+class Steps:
+    """kos.state's steps as create() uses them: each runs, its detail kept by name."""
+
+    def __init__(self):
+        self.ran, self.detail = [], {}
+
+    def run(self, name, fp, title, func, *, always=False, quiet_failure=False):
+        self.ran.append(name)
+        self.detail[name] = func()
+        return self.detail[name]
+
+
+def test_replaced_nodes_leave_the_cluster_before_their_servers_are_rebuilt(tmp_path, monkeypatch):
+    """--replace k8s-worker-2 --replace bastion: the node (not the bastion) leaves first, as a
+    node that comes back; the apply rebuilds both and records their host names."""
+    current = outputs("k8s-cp-1", "k8s-cp-2", "k8s-cp-3", "k8s-worker-2")
+    tf = FakeTerraform(current["minions"], current["minions"])
+    tf.initialized, tf.backend, tf.config_fingerprint = True, "local", lambda: "tf"
+    tf.init = lambda: None
+    found = backend(tmp_path, tf, current)
+    found.state.ensure = lambda: None
+    found.settings = SimpleNamespace(replace=("k8s-worker-2", "bastion"))
+    found._conn = object()
+    monkeypatch.setattr(backends.cloud, "wait_first_boot", lambda *a, **kw: {"booted": 2})
+    left = []
+    steps = Steps()
+    found.create(Inputs({"cluster_name": "kc"}), steps,
+                 leaving=lambda ids, replace=False: left.append((ids, replace, list(tf.calls))))
+    assert left == [(["k8s-worker-2.example.com"], True, [])]  # before anything applied
+    assert tf.calls == ["apply"]
+    assert steps.detail["terraform-apply"] == {"add": 9, "replaced": ["bastion", "k8s-worker-2"]}
+
+
+def deployment(replace, detail=None):
+    found = outputs("k8s-cp-1", "k8s-cp-2", "k8s-worker-1")
+    found["salt_pillar"] = "kos:\n  first_control_plane: k8s-cp-1.example.com\n"
+    records = {"terraform-apply": {"detail": detail or {}, "finished": "2026-11-27T21:00:00Z"}}
+    return SimpleNamespace(outputs=lambda: found, settings=SimpleNamespace(replace=replace),
+                           backend=SimpleNamespace(create_step="terraform-apply"),
+                           steps=SimpleNamespace(get=lambda name: records.get(name, {})))
+
+
+def test_the_first_control_plane_is_never_rebuilt_in_place():
+    from kos import workflow
+
+    with pytest.raises(InputError) as err:
+        workflow.refuse_replacing_the_first_control_plane(deployment(("bastion", "k8s-cp-1")))
+    assert "k8s-cp-1 is the first control plane" in err.value.problem
+    assert "Replace a node" in err.value.fix and "cannot rebuild" in err.value.fix
+    workflow.refuse_replacing_the_first_control_plane(deployment(("k8s-cp-2", "salt")))
+
+
+def test_the_rebuilt_servers_old_keys_are_forgotten_but_the_masters():
+    """The master's keys live on its state volume: a rebuilt master keeps them."""
+    from kos import workflow
+
+    dep = deployment((), {"add": 3, "replaced": ["bastion", "k8s-cp-2", "salt"]})
+    assert workflow.rebuilt_minions(dep) == ["bastion.example.com", "k8s-cp-2.example.com"]
+    assert workflow.rebuilt_minions(deployment((), {"add": 1, "retired": ["x"]})) == []

@@ -64,7 +64,8 @@ def m(state_dir):
     names = ["init_status", "join_status", "has_local_files", "init", "api_ready", "token_list",
              "token_create", "token_delete", "upload_certs", "ca_cert_hash", "nodes",
              "etcd_members", "evictable_pods", "join", "reset", "drain", "delete_node", "apply",
-             "object_exists", "images", "archive_images", "import_images", "sync_pod_network"]
+             "object_exists", "images", "archive_images", "import_images", "sync_pod_network",
+             "etcd_member_list", "etcd_member_remove"]
     mocks = {f"kubeadm.{n}": create_autospec(getattr(mod, n)) for n in names}
     mocks["kubeadm.api_ready"].return_value = True
     mocks["kubeadm.ca_cert_hash"].return_value = HASH
@@ -674,6 +675,32 @@ def test_node_absent(m, test_mode):
 def test_node_absent_nothing_to_do(m):
     m["kubeadm.nodes"].return_value = {"w1": {}}
     assert states.node_absent("w2")["changes"] == {}
+
+
+def test_etcd_member_absent(m, test_mode):
+    url = "https://10.0.0.22:2380"
+    m["kubeadm.etcd_member_list"].return_value = [
+        {"id": "a1", "name": "k8s-cp-1", "peer_urls": ["https://10.0.0.20:2380"]},
+        {"id": "c3", "name": "k8s-cp-3", "peer_urls": [url]},
+        {"id": "d4", "name": "", "peer_urls": [url]}]
+    ret = states.etcd_member_absent("k8s-cp-3", peer_url=url, kube_dir="/k")
+    expect_applied(ret, test_mode)
+    assert ret["changes"] == {"etcd_members": {"old": ["c3", "d4"], "new": []}}
+    if test_mode:
+        m["kubeadm.etcd_member_remove"].assert_not_called()
+    else:
+        m["kubeadm.etcd_member_remove"].assert_called_once_with("k8s-cp-3", peer_url=url,
+                                                                kube_dir="/k")
+
+
+def test_etcd_member_absent_nothing_to_do_and_a_failure_named(m):
+    m["kubeadm.etcd_member_list"].return_value = [
+        {"id": "a1", "name": "k8s-cp-1", "peer_urls": ["https://10.0.0.20:2380"]}]
+    ret = states.etcd_member_absent("k8s-cp-3", peer_url="https://10.0.0.22:2380")
+    assert (ret["result"], ret["changes"], ret["comment"]) == (True, {}, "k8s-cp-3 has no etcd member")
+    m["kubeadm.etcd_member_list"].side_effect = CommandExecutionError("context deadline exceeded")
+    ret = states.etcd_member_absent("k8s-cp-3")
+    assert ret["result"] is False and "context deadline exceeded" in ret["comment"]
 
 
 def test_reset(m, test_mode, state_dir):

@@ -1482,6 +1482,67 @@ def _etcd_ca_key(flags):
     return os.path.splitext(flags["trusted-ca-file"])[0] + ".key"
 
 
+def _etcd_client(flags):
+    """etcdctl's flags to reach this node's own member with its own certificate."""
+    return ["--endpoints=https://127.0.0.1:2379", f"--cacert={flags['trusted-ca-file']}",
+            f"--cert={flags['cert-file']}", f"--key={flags['key-file']}"]
+
+
+def _member_list(tools, flags):
+    out = tools("etcdctl", [*_etcd_client(flags), "member", "list", "--write-out=json"])["stdout"]
+    try:
+        members = json.loads(out).get("members") or []
+    except (ValueError, AttributeError) as exc:
+        raise CommandExecutionError("etcdctl member list printed no member list") from exc
+    # etcdctl's JSON gives IDs as decimal numbers; member remove takes them in hex
+    return [{"id": format(int(m["ID"]), "x"), "name": m.get("name") or "",
+             "peer_urls": sorted(m.get("peerURLs") or [])} for m in members]
+
+
+def etcd_member_list(kube_dir=None):
+    """
+    The members of the etcd cluster this control plane belongs to (``etcdctl member
+    list``): each one's ID (hex), name (the node name kubeadm gave it; empty for a
+    member added but never started) and peer URLs.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.etcd_member_list
+    """
+    image, flags = _static_pod("etcd", kube_dir)
+    with _EtcdTools(image) as tools:
+        return _member_list(tools, flags)
+
+
+def etcd_member_remove(name, peer_url=None, kube_dir=None):
+    """
+    Remove from etcd, through this control plane, the member of node ``name`` (and one
+    whose peer URL is ``peer_url``: a join that added its member but never started it
+    left one without a name). For a control plane that is gone and cannot leave by
+    itself (``kubeadm reset`` removes a live node's own member); never this node's own.
+    Return the members removed.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kubeadm.etcd_member_remove k8s-cp-3 peer_url=https://10.0.0.23:2380
+    """
+    image, flags = _static_pod("etcd", kube_dir)
+    if name == flags.get("name"):
+        raise CommandExecutionError(f"{name} is this node's own etcd member: remove it from "
+                                    "another control plane")
+    removed = []
+    with _EtcdTools(image) as tools:
+        for member in _member_list(tools, flags):
+            if member["name"] == name or (peer_url and peer_url in member["peer_urls"]):
+                tools("etcdctl", [*_etcd_client(flags), "member", "remove", member["id"]])
+                removed.append(member)
+    return removed
+
+
 def _snapshot_status(tools, path):
     out = tools("etcdutl", ["snapshot", "status", path, "--write-out=json"])["stdout"]
     try:
@@ -1507,16 +1568,13 @@ def etcd_snapshot(directory, kube_dir=None):
         salt 'k8s-cp-1*' kubeadm.etcd_snapshot /var/lib/kos/backups
     """
     image, flags = _static_pod("etcd", kube_dir)
-    name = f"etcd-{flags.get('name', 'member')}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    name = f"etcd-{flags.get('name', 'member')}-{__utils__['kos_backup.stamp']()}"
     os.makedirs(directory, mode=0o700, exist_ok=True)
     path = os.path.join(directory, name + ".db")
     with _EtcdTools(image) as tools:
         old = os.umask(0o077)
         try:
-            tools("etcdctl", [
-                "--endpoints=https://127.0.0.1:2379",
-                f"--cacert={flags['trusted-ca-file']}", f"--cert={flags['cert-file']}",
-                f"--key={flags['key-file']}", "snapshot", "save", path])
+            tools("etcdctl", [*_etcd_client(flags), "snapshot", "save", path])
         finally:
             os.umask(old)
         status = _snapshot_status(tools, path)
@@ -1624,7 +1682,7 @@ def etcd_restore_swap(kube_dir=None):
     staging = data + RESTORE_SUFFIX
     if not os.path.isdir(staging):
         return None
-    kept = f"{data}.before-restore-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    kept = f"{data}.before-restore-{__utils__['kos_backup.stamp']()}"
     if os.path.exists(data):
         os.rename(data, kept)
     else:

@@ -667,6 +667,32 @@ def node_absent(name, kubeconfig=None):
     return ret
 
 
+def etcd_member_absent(name, peer_url=None, kube_dir=None):
+    """
+    Ensure the control plane ``name`` has no etcd member any more (run on another
+    control plane, for a node that is gone and cannot leave by itself; ``reset`` on a
+    live node does this on its own). ``peer_url`` also matches a member its join added
+    but never started (it has no name yet).
+    """
+    ret = _ret(name)
+    try:
+        found = [m for m in __salt__["kubeadm.etcd_member_list"](kube_dir=kube_dir)
+                 if m["name"] == name or (peer_url and peer_url in m["peer_urls"])]
+        if not found:
+            ret["comment"] = f"{name} has no etcd member"
+            return ret
+        ret["changes"] = {"etcd_members": {"old": [m["id"] for m in found], "new": []}}
+        if __opts__["test"]:
+            ret["result"] = None
+            ret["comment"] = f"the etcd member of {name} would be removed"
+            return ret
+        __salt__["kubeadm.etcd_member_remove"](name, peer_url=peer_url, kube_dir=kube_dir)
+        ret["comment"] = f"the etcd member of {name} removed"
+    except CommandExecutionError as exc:
+        return _fail(ret, f"removing the etcd member of {name} failed: {exc}")
+    return ret
+
+
 def reset(name, kube_dir=None, record=None):
     """
     Ensure this node is no longer part of a cluster (``kubeadm reset -f``): its

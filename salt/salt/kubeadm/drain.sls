@@ -6,4 +6,5 @@
 kubeadm-drain-kubeadm-node_drained:
   kubeadm.node_drained:
     - name: {{ node }}
+    - timeout: {{ salt['pillar.get']('kos_remove:drain_timeout') | tojson }}
     - kubeconfig: {{ kubeadm.admin_conf }}

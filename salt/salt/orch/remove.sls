@@ -13,9 +13,12 @@
 
     remove:         minion ids of Kubernetes nodes of this cluster (kos:nodes), never the
                     first control plane; the control planes left must stay an odd number.
-    force:          the nodes are gone and do not answer: skip their own step (leave or
-                    reset) and forget them anyway (microk8s remove-node --force). Workers
-                    only on kubeadm, whose control planes must leave etcd themselves.
+    force:          the nodes are gone and do not answer: skip the drain and their own
+                    step (leave or reset) and forget them anyway (microk8s remove-node --force; on kubeadm
+                    a control plane's etcd member is removed from the first control plane).
+    replace:        the nodes come back on new servers (kos up --replace): the control
+                    planes may be left an even number meanwhile, but only one leaves at a
+                    time, so etcd/dqlite keep their quorum.
     drain_timeout:  seconds a node's Pod evictions may take (default 300). #}
 {%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
@@ -24,6 +27,7 @@
 {%- set first = kos.get('first_control_plane') %}
 {%- set remove = salt['pillar.get']('remove', []) %}
 {%- set force = salt['pillar.get']('force', False) %}
+{%- set replace = salt['pillar.get']('replace', False) %}
 {%- set drain_timeout = salt['pillar.get']('drain_timeout', 300) %}
 {%- set problems = [] %}
 {%- if remove is string or remove is mapping or remove is not iterable or not remove %}
@@ -34,21 +38,26 @@
 {%- do problems.append(node ~ " is the first control plane: it holds the cluster's join credentials and stays") %}
 {%- elif node not in nodes %}
 {%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ') ~ ")") %}
-{%- elif force and distribution == 'kubeadm' and nodes[node].role == 'control_plane' %}
-{%- do problems.append(node ~ " is a control plane: without the node kubeadm cannot take it out of etcd; bring it back and run without force") %}
 {%- endif %}
 {%- endfor %}
 {%- set cps = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | list %}
 {#- the first control plane stays in any case (refused above when named) #}
 {%- set staying = cps | reject('in', remove | reject('equalto', first) | list) | list %}
-{%- if staying | length % 2 == 0 %}
+{%- if replace is sameas true %}
+{%- if remove | select('in', cps) | list | length > 1 %}
+{%- do problems.append("replace control planes one at a time: " ~ remove | select('in', cps) | sort | join(', ')
+                        ~ " would leave etcd/dqlite together and could take its quorum") %}
+{%- endif %}
+{%- elif staying | length % 2 == 0 %}
 {%- do problems.append("the removal would leave " ~ staying | length ~ " control planes: keep an odd number "
                         ~ "so etcd/dqlite keep a quorum (take control planes out two at a time)") %}
 {%- endif %}
 {%- endif %}
-{%- if force is not sameas true and force is not sameas false %}
-{%- do problems.append("pillar key 'force' must be true or false, got " ~ force | tojson) %}
+{%- for key, value in [('force', force), ('replace', replace)] %}
+{%- if value is not sameas true and value is not sameas false %}
+{%- do problems.append("pillar key '" ~ key ~ "' must be true or false, got " ~ value | tojson) %}
 {%- endif %}
+{%- endfor %}
 {%- if drain_timeout is not number or drain_timeout is sameas true or drain_timeout is sameas false or drain_timeout < 1 %}
 {%- do problems.append("pillar key 'drain_timeout' must be a number of seconds, at least 1, got " ~ drain_timeout | tojson) %}
 {%- endif %}
@@ -78,11 +87,15 @@ kos-orch-remove-silent:
 {%- for node in order %}
 {%- set name = node.split('.')[0] | lower %}
 {%- if distribution == 'kubeadm' %}
-{%- set steps = [('drain', first, 'kubeadm.drain'), ('leave', node, 'kubeadm.reset'), ('forget', first, 'kubeadm.delete')] %}
+{%- set steps = [('drain', first, 'kubeadm.drain'), ('leave', node, 'kubeadm.reset')]
+               + ([('forget-etcd', first, 'kubeadm.etcd_forget')] if force and node in cps else [])
+               + [('forget', first, 'kubeadm.delete')] %}
 {%- else %}
 {%- set steps = [('drain', first, 'microk8s.remove.drain'), ('leave', node, 'microk8s.remove.leave'), ('forget', first, 'microk8s.remove.forget')] %}
 {%- endif %}
-{%- for step, tgt, sls in steps if not (force and step == 'leave') %}
+{#- A node that is gone neither leaves nor drains: its kubelet never confirms an eviction,
+    and deleting its Node lets the Pod garbage collector free its Pods. #}
+{%- for step, tgt, sls in steps if not (force and step in ('drain', 'leave')) %}
 
 kos-orch-remove-{{ node }}-{{ step }}:
   salt.state:
@@ -91,7 +104,8 @@ kos-orch-remove-{{ node }}-{{ step }}:
     - queue: True
     - pillar:
         kubeadm_node: {{ name }}
-        kos_remove: {{ {'node': name, 'force': force, 'drain_timeout': drain_timeout} | tojson }}
+        kos_remove: {{ {'node': name, 'force': force, 'drain_timeout': drain_timeout,
+                        'peer_url': 'https://' ~ nodes[node].ip ~ ':2380'} | tojson }}
     - require:
       - salt: {{ last[-1] }}
 {%- do last.append('kos-orch-remove-' ~ node ~ '-' ~ step) %}

@@ -1,0 +1,75 @@
+"""
+A dead control plane rebuilt in place (issue 16, "replace a node"): k8s-cp-3's server is
+off (test_real_kubernetes.py stopped it), as a broken server's would be, and ``kos up --replace k8s-cp-3`` makes the cluster
+forget it (its etcd member removed through the first control plane, its Node deleted),
+rebuilds its server under the same name and address, forgets the old server's salt key,
+accepts the new server's key against its console, and the new server joins as a control
+plane again (the master's reactor may start that converge as soon as the new minion starts;
+kos's own converge then finds it done).
+Real etcd and kubeadm, so the kubeadm cluster only. Named to run after
+test_real_kubernetes.py: the upgrade, scale-in and restore tests then run on a cluster
+with a rebuilt control plane.
+"""
+
+import json
+
+import pytest
+
+from kos import trust
+from kos.onmaster import key_finger
+from tests.e2e.test_real_kubernetes import etcd_members, kube_json, wait_for
+
+pytestmark = pytest.mark.netns
+
+UP_TIMEOUT = 1500
+
+
+def test_a_dead_control_plane_is_rebuilt_and_joins_the_cluster_again(real):
+    conn = real.conn()
+    old = real.server("k8s-cp-3")
+    minions = real.outputs()["minions"]
+    mid = next(m for m, i in minions.items() if i["hostname"] == "k8s-cp-3")
+    before = etcd_members(real)
+    assert sorted(before) == ["k8s-cp-1", "k8s-cp-2", "k8s-cp-3"], before
+    if old.status != "SHUTOFF":  # test_real_kubernetes.py left it off, unless run alone
+        conn.compute.stop_server(old)
+        conn.compute.wait_for_server(old, status="SHUTOFF", wait=180)
+
+    res = real.kos("up", *real.args, "--yes", "--replace", "k8s-cp-3", timeout=UP_TIMEOUT)
+    assert res.returncode == 0, res.stderr[-4000:]
+    # silent, so forgotten without leaving by itself (orch.remove's force)
+    assert f"{mid} do not answer: forgotten by the cluster" in res.stderr
+    steps = json.loads((real.state / "steps.json").read_text())["steps"]
+    assert steps["replace-leave"]["status"] == "done" and "forced" in steps["replace-leave"]["detail"]
+    assert steps["terraform-apply"]["detail"]["replaced"] == ["k8s-cp-3"]
+    assert steps["salt-keys-rebuilt"]["status"] == "done"
+
+    # a new server under the same name and address
+    new = real.server("k8s-cp-3")
+    assert new.id != old.id
+    assert real.outputs()["minions"][mid] == minions[mid]
+
+    # the master holds the new server's key, the one its console printed, and nothing denied
+    keys = json.loads(real.host("salt").run("salt-key", "-L", "--out=json", timeout=60).stdout)
+    assert mid in keys["minions"] and keys["minions_denied"] == [] and keys["minions_pre"] == []
+    pem = json.loads(real.host("salt").run("salt-key", "-p", mid, "--out=json",
+                                           timeout=60).stdout)["minions"][mid]
+    console = conn.compute.get_server_console_output(new)["output"]
+    assert trust.parse_console(console, mid)["minion_keys"] == [key_finger(pem)]
+
+    # etcd: three members again, k8s-cp-3 a new one; Kubernetes: the node Ready
+    def members():
+        found = etcd_members(real)
+        ok = isinstance(found, dict) and sorted(found) == sorted(before) and (
+            found["k8s-cp-3"] != before["k8s-cp-3"])
+        return ok, found
+
+    wait_for("three etcd members, k8s-cp-3 a new one", members)
+    node = kube_json(real, "get", "node", "k8s-cp-3")
+    assert "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
+    assert next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready") == "True"
+
+    status = real.kos("status", *real.args, "--json", timeout=300)
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-2000:]
+    doc = json.loads(status.stdout)
+    assert doc["healthy"] is True and doc["unexpected_keys"] == [], doc
