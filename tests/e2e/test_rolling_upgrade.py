@@ -5,8 +5,11 @@ plane, then each worker, one at a time, each drained before its refresh and unco
 after, never more than one node unschedulable at once, every snap held; a re-run has
 nothing to do. The API is probed from the master while it runs; failed probes are
 reported (one control plane: its own refresh takes the API away for a moment).
-(The kubeadm rolling upgrade is not implemented yet.) Named to run before test_teardown.py,
-which takes the clusters down: the package's modules run in file-name order.
+On the real kubeadm cluster, a skipped minor and a downgrade are refused by real kubelets'
+versions with nothing changed (the rolling upgrade itself runs against the stand-ins in
+tests/integration_kubeadm_upgrade: the next minor's build is not part of make test). Named
+to run before test_teardown.py, which takes the clusters down: the package's modules run in
+file-name order.
 """
 
 import json
@@ -90,6 +93,24 @@ def test_skipped_minor_and_downgrade_are_refused_with_nothing_changed(microk8s):
     assert "kos does not downgrade" in res.stderr
     assert snaps(microk8s) == before
     assert not any(v["unschedulable"] for v in nodes(microk8s).values())
+
+
+def test_kubeadm_refuses_a_skipped_minor_and_a_downgrade_with_nothing_changed(cluster):
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        pytest.skip("the microk8s refusals are the test above")
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    first = first_control_plane(cluster)
+    before = salt(cluster, first, "kubeadm.nodes", timeout=60)
+    versions = {v["version"] for v in before.values()}
+    assert len(versions) == 1, before
+    minor = int(versions.pop().split(".")[1])
+    res = cluster.kos("upgrade", *cluster.args, "--version", f"v1.{minor + 2}.0", timeout=600)
+    assert res.returncode == 6, res.stderr[-2000:]
+    assert f"would skip 1.{minor + 1}" in res.stderr and "one minor version at a time" in res.stderr
+    res = cluster.kos("upgrade", *cluster.args, "--version", f"v1.{minor - 1}.0", timeout=600)
+    assert res.returncode == 6, res.stderr[-2000:]
+    assert "kos does not downgrade" in res.stderr
+    assert salt(cluster, first, "kubeadm.nodes", timeout=60) == before
 
 
 def test_upgrade_moves_one_node_at_a_time_in_order(microk8s):
