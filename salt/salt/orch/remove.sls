@@ -12,10 +12,12 @@
     takes them out of every /etc/hosts.
 
     remove:         minion ids of Kubernetes nodes of this cluster (kos:nodes), never the
-                    first control plane; the control planes left must stay an odd number.
+                    first control plane; the control planes left must stay an odd number
+                    (but see replace).
     force:          the nodes are gone and do not answer: skip the drain and their own
-                    step (leave or reset) and forget them anyway (microk8s remove-node --force; on kubeadm
-                    a control plane's etcd member is removed from the first control plane).
+                    step (leave or reset) and forget them anyway (microk8s remove-node
+                    --force; on kubeadm a control plane's etcd member is removed from the
+                    first control plane).
     replace:        the nodes come back on new servers (kos up --replace): the control
                     planes may be left an even number meanwhile, but only one leaves at a
                     time, so etcd/dqlite keep their quorum.
