@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import tarfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,11 +31,14 @@ go 1.22.0
 require (
 \tk8s.io/api v0.0.0
 \tk8s.io/client-go v0.0.0
+\tk8s.io/sample-apiserver v0.0.0
 )
 
 replace (
 \tk8s.io/api => ./staging/src/k8s.io/api
 \tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tk8s.io/sample-apiserver => ./staging/src/k8s.io/sample-apiserver
+\tk8s.io/sample-controller => ./staging/src/k8s.io/sample-controller
 \tgithub.com/example/x => github.com/example/x v1.2.3
 )
 """
@@ -50,6 +54,8 @@ def test_the_source_builds_against_the_published_staging_modules(tmp_path):
     assert "\tk8s.io/api => k8s.io/api v0.31.4\n" in text
     assert "\tk8s.io/client-go => k8s.io/client-go v0.31.4\n" in text
     assert "./staging" not in text and "github.com/example/x v1.2.3" in text
+    # the examples no command imports, which the proxy does not always serve, are gone
+    assert "sample-" not in text
     assert not any((tmp_path / n).exists() for n in ("go.work", "go.work.sum", "vendor"))
 
 
@@ -111,10 +117,32 @@ def test_a_failed_step_is_named_with_its_log(tmp_path):
     assert str(log) in err.value.fix and "module proxy" in err.value.fix
 
 
+def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):
+    """``core:/stable:/v1.31`` leads to the last build of 1.31, so the formula's URL and
+    orch.upgrade's rewrite of it to another minor work as against pkgs.k8s.io."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for version in ("v1.31.4", "v1.32.3"):
+        built = kubernetes.root(version)
+        (built / "deb").mkdir(parents=True)
+        (built / kubernetes.MARKER).touch()
+        assert kubernetes.ensure(version) == built  # built already: linked only
+    mirror = kubernetes.root("v1.31.4").parent
+    assert kubernetes.minor_dir("v1.32.3") == Path("core:/stable:/v1.32")
+    assert (mirror / "core:/stable:/v1.31/deb").resolve() == kubernetes.root("v1.31.4") / "deb"
+    assert (mirror / "core:/stable:/v1.32").resolve() == kubernetes.root("v1.32.3")
+    # relative, so it resolves where the hosts see the mirror too
+    assert not str((mirror / "core:/stable:/v1.32").readlink()).startswith("/")
+    later = kubernetes.root("v1.32.4")
+    later.mkdir()
+    (later / kubernetes.MARKER).touch()
+    kubernetes.ensure("v1.32.4")
+    assert (mirror / "core:/stable:/v1.32").resolve() == later
+
+
 def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     layer = local.pillar_layer("v1.31.4")["kubeadm"]
-    here = f"{local.MIRROR}/v1.31.4-r{kubernetes.RECIPE}"
+    here = f"{local.MIRROR}/core:/stable:/v1.31"
     assert layer["repo"] == {"url": f"file:{here}/deb/",
                              "key_url": f"file://{here}/deb/kubernetes-apt-keyring.gpg"}
     assert layer["images"] == {"archive_dir": f"{here}/images"}

@@ -60,7 +60,7 @@ def pillar_layer(version=None):
     hosts differ in from a VM: the kernel's modules are this machine's (a container loads
     none), its conntrack table and OOM scores are not the host's to change, and no
     cloud-controller-manager image reaches them."""
-    here = f"{MIRROR}/{kubernetes.root(version or kubernetes.pinned_version()).name}"
+    here = f"{MIRROR}/{kubernetes.minor_dir(version or kubernetes.pinned_version())}"
     return {
         "kubeadm": {
             "repo": {"url": f"file:{here}/deb/",

@@ -12,8 +12,9 @@ Real Kubernetes for the rehearsal cloud, built from source once per version and 
   a minor's repository (flat, signed), so the kubeadm formula installs, holds and upgrades
   them exactly as it does from pkgs.k8s.io, pointed at another URL.
 
-``python -m kos.local.kubernetes [VERSION]`` builds it (the formula's pinned version when
-none is given); a build writes every command's output to ``<dir>.log`` and a failure names
+``python -m kos.local.kubernetes [VERSION | --next]`` builds it (the formula's pinned version
+when none is given; ``--next`` the release of the next minor version the rehearsal of an
+upgrade moves to, which make test does not build); a build writes every command's output to ``<dir>.log`` and a failure names
 the step and that log. Go's module and build caches live under ``~/.cache/kos/go`` so a
 second version reuses most of the first's work.
 """
@@ -42,6 +43,9 @@ from .image import Build
 REPO = Path(__file__).resolve().parents[3]
 DEFAULTS = REPO / "salt" / "salt" / "kubeadm" / "defaults.yaml"
 RECIPE = 3
+# The release of the next minor version a rehearsed upgrade moves the pinned one to (a
+# release the module proxy serves; its build is kept like the pinned one's).
+UPGRADE_TARGET = "v1.32.9"
 MARKER = ".kos-built"
 MODULE = "k8s.io/kubernetes"
 # The programs kubeadm's nodes and images need (kubeadm's own release builds more).
@@ -185,6 +189,32 @@ def root(version):
     return provider.cache_root() / "kubernetes" / f"{version}-r{RECIPE}"
 
 
+def built(version):
+    """Whether ``version`` is built on this machine already."""
+    return (root(version) / MARKER).exists()
+
+
+def minor_dir(version):
+    """pkgs.k8s.io's path of a release's minor version (``core:/stable:/v1.31``), kept in the
+    mirror as a link to the build of that minor: the formula's repository URL carries it, and
+    orch.upgrade moves a node to another minor by rewriting it, on either cloud."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    return Path("core:") / "stable:" / f"v{major}.{minor}"
+
+
+def _link_minor(path, version):
+    """The minor's path points at this build (the last one built of that minor)."""
+    link = path.parent / minor_dir(version)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target = os.path.relpath(path, link.parent)
+    if link.is_symlink() and os.readlink(link) == target:
+        return
+    tmp = link.with_name(link.name + ".new")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+
+
 def go_root():
     return provider.cache_root() / "go"
 
@@ -196,14 +226,14 @@ def ensure(version=None):
         raise PreflightError(f"Kubernetes version {version!r} is not a release such as v1.31.4",
                              fix="give a version as kubeadm:version has it (v1.MINOR.PATCH)")
     path = root(version)
-    if (path / MARKER).exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{version}.lock", "w") as lock:
-        # A second build of the same version waits and uses the first one's result.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path / MARKER).exists():
-            _build(version, path)
+    if not (path / MARKER).exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / f".{version}.lock", "w") as lock:
+            # A second build of the same version waits and uses the first one's result.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (path / MARKER).exists():
+                _build(version, path)
+    _link_minor(path, version)
     return path
 
 
@@ -324,8 +354,12 @@ def _as_module_build(src, version):
             p.chmod(p.stat().st_mode | 0o200)
     staging = "v0." + version.split(".", 1)[1]
     gomod = src / "go.mod"
+    # The sample-* modules are examples no command imports, and the proxy does not serve
+    # every release of them (v0.32.13: 403): out of the module graph.
+    text = re.sub(r"(?m)^\s*k8s\.io/sample-[\w.-]+ (v0\.0\.0|=> \./staging/\S+)\n", "",
+                  gomod.read_text())
     text = re.sub(r"(?m)^(\s*)(k8s\.io/[\w.-]+) => \./staging/src/k8s\.io/[\w.-]+$",
-                  rf"\1\2 => \2 {staging}", gomod.read_text())
+                  rf"\1\2 => \2 {staging}", text)
     gomod.write_text(text)
 
 
@@ -543,7 +577,7 @@ def _sign(build, repo):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        path = ensure(argv[0] if argv else None)
+        path = ensure(UPGRADE_TARGET if argv[:1] == ["--next"] else (argv[0] if argv else None))
     except KosError as exc:
         ui.error(exc.problem, exc.fix, exc.details)
         return exc.exit_code
