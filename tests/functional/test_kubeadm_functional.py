@@ -381,6 +381,16 @@ def test_the_upgrade_moves_the_repository_line_then_kubeadm_first(loaders):
     unmanaged = {c["__id__"] for c in loaders.modules.state.show_low_sls(
         "kubeadm.upgrade.node", pillar=run)}
     assert "kubeadm-upgrade-node-pkgrepo-managed-kubernetes" not in unmanaged
+    assert "kubeadm-upgrade-node-kubeadm-images_imported" not in unmanaged
+    # without a registry (the rehearsal cloud), the target's images go in before kubeadm
+    archives = "/var/lib/kos-mirror/kubernetes/core:/stable:/v1.32/images"
+    run["kos_upgrade"]["archive_dir"] = archives
+    chunks = loaders.modules.state.show_low_sls("kubeadm.upgrade.node", pillar=run)
+    order = [c["__id__"] for c in sorted(chunks, key=lambda c: c["order"])]
+    imported = order.index("kubeadm-upgrade-node-kubeadm-images_imported")
+    assert imported < order.index("kubeadm-upgrade-node-kubeadm_upgrade-upgraded")
+    assert chunks[[c["__id__"] for c in chunks].index(
+        "kubeadm-upgrade-node-kubeadm-images_imported")]["name"] == archives
 
 
 @pytest.mark.parametrize("content", [None, "iid-datasource-none\n"], ids=["missing", "not-uuid"])

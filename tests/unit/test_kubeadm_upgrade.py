@@ -118,7 +118,8 @@ def test_upgrade_facts(run_all, kube_dir, tmp_path):
                      "packages": {"kubeadm": "1.32.1-1.1", "kubelet": "1.31.4-1.1",
                                   "kubectl": None},
                      "pillar": {"version": "v1.32.1", "package_version": "1.32.1-1.1",
-                                "repo": {"url": "https://pkgs.k8s.io/core:/stable:/v1.32/deb/"}},
+                                "repo": {"url": "https://pkgs.k8s.io/core:/stable:/v1.32/deb/"},
+                                "images": None},
                      "pending": None, "pending_cordoned": False}
     (kube_dir / "manifests").mkdir(parents=True)
     (kube_dir / "manifests" / "kube-apiserver.yaml").write_text(APISERVER)

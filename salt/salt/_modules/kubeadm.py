@@ -1381,7 +1381,8 @@ def upgrade_facts(kube_dir=None):
     ``{"joined": kubeadm set the node up (see has_local_files), "kubeadm": the kubeadm
     command's version, "control_plane": the node runs a control-plane instance,
     "control_plane_version": its version (manifest_version), "packages": package_versions,
-    "pillar": {"version", "package_version", "repo"} of kubeadm in a freshly compiled pillar,
+    "pillar": {"version", "package_version", "repo", "images"} of kubeadm in a freshly
+    compiled pillar,
     "pending": the version of an upgrade that started here and has not finished,
     "pending_cordoned": whether the node was cordoned before that upgrade drained it}``.
 
@@ -1407,7 +1408,7 @@ def upgrade_facts(kube_dir=None):
         "control_plane_version": control_plane,
         "packages": package_versions(),
         "pillar": __utils__["kos_schema.plain"](
-            {key: pillar.get(key) for key in ("version", "package_version", "repo")}),
+            {key: pillar.get(key) for key in ("version", "package_version", "repo", "images")}),
         "pending": note.get("version"),
         "pending_cordoned": bool(note.get("cordoned")),
     }

@@ -24,6 +24,17 @@ kubeadm-upgrade-node-kubeadm_upgrade-packages-kubeadm:
     - pkgs:
       - kubeadm
 
+{%- if upgrade.get('archive_dir') %}
+
+# No registry: the target's images (its control plane, kube-proxy, CoreDNS, pause) are in
+# containerd before kubeadm looks for them.
+kubeadm-upgrade-node-kubeadm-images_imported:
+  kubeadm.images_imported:
+    - name: {{ upgrade.archive_dir }}
+    - require_in:
+      - kubeadm_upgrade: kubeadm-upgrade-node-kubeadm_upgrade-upgraded
+{%- endif %}
+
 kubeadm-upgrade-node-kubeadm_upgrade-upgraded:
   kubeadm_upgrade.upgraded:
     - name: {{ upgrade.version }}
