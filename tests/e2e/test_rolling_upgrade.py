@@ -75,9 +75,7 @@ class Watcher(threading.Thread):
 @pytest.fixture
 def microk8s(cluster):
     if cluster.values["kubernetes_distribution"] != "microk8s":
-        # the kubeadm upgrade runs against stand-ins in tests/integration_kubeadm_upgrade;
-        # here it needs the cloud's mirror to follow the pillar's version (not yet)
-        pytest.skip("the real kubeadm upgrade is not on the rehearsal cloud's mirror yet")
+        pytest.skip("the kubeadm cluster's upgrade: test_target_minor_upgrade.py")
     assert cluster.up.returncode == 0, cluster.failed_up()
     return cluster
 
