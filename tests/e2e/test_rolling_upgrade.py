@@ -38,9 +38,9 @@ def salt(cluster, target, *args, timeout=120):
         return None
 
 
-def nodes(cluster):
+def nodes(cluster, fun="microk8s.nodes"):
     """The Kubernetes nodes as the first control plane sees them (None: no answer)."""
-    found = salt(cluster, first_control_plane(cluster), "microk8s.nodes", timeout=60)
+    found = salt(cluster, first_control_plane(cluster), fun, timeout=60)
     return found if isinstance(found, dict) else None
 
 
@@ -55,21 +55,23 @@ def snaps(cluster):
 
 
 class Watcher(threading.Thread):
-    """Samples the cluster's nodes from the first control plane while an upgrade runs."""
+    """Samples the cluster's nodes from the first control plane while an upgrade runs
+    (``fun``: the distribution's nodes function)."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, fun="microk8s.nodes", interval=0.5):
         super().__init__(daemon=True)
-        self.cluster, self.samples, self.failed = cluster, [], 0
+        self.cluster, self.fun, self.interval = cluster, fun, interval
+        self.samples, self.failed = [], 0
         self.stop = threading.Event()
 
     def run(self):
         while not self.stop.is_set():
-            seen = nodes(self.cluster)
+            seen = nodes(self.cluster, self.fun)
             if seen is None:
                 self.failed += 1
             else:
                 self.samples.append({n for n, v in seen.items() if v.get("unschedulable")})
-            time.sleep(0.5)
+            time.sleep(self.interval)
 
 
 @pytest.fixture

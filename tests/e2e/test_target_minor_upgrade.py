@@ -14,37 +14,16 @@ it expect the pinned release.
 
 import json
 import re
-import threading
-import time
 
 import pytest
 
 from kos.local import kubernetes
 from tests.e2e.test_real_kubernetes import kube_json
-from tests.e2e.test_rolling_upgrade import first_control_plane, salt
+from tests.e2e.test_rolling_upgrade import Watcher, salt
 
 pytestmark = pytest.mark.netns
 
 UPGRADE_TIMEOUT = 2400
-
-
-class Watcher(threading.Thread):
-    """Samples the nodes through the first control plane's API while the upgrade runs."""
-
-    def __init__(self, cluster):
-        super().__init__(daemon=True)
-        self.cluster, self.first = cluster, first_control_plane(cluster)
-        self.samples, self.failed = [], 0
-        self.stop = threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
-            seen = salt(self.cluster, self.first, "kubeadm.nodes", timeout=60)
-            if isinstance(seen, dict):
-                self.samples.append({n for n, v in seen.items() if v["unschedulable"]})
-            else:
-                self.failed += 1
-            time.sleep(1)
 
 
 @pytest.fixture
@@ -60,7 +39,7 @@ def target(real):
 def test_kubeadm_moves_to_the_next_minor_one_node_at_a_time(real, target):
     hosts = sorted(h for h in real.hostnames() if h.startswith("k8s-"))
     cps = [h for h in hosts if h.startswith("k8s-cp-")]
-    watcher = Watcher(real)
+    watcher = Watcher(real, "kubeadm.nodes", interval=1)
     watcher.start()
     try:
         res = real.kos("upgrade", *real.args, "--version", target, timeout=UPGRADE_TIMEOUT)
