@@ -273,3 +273,36 @@ def test_node_ready_fails_with_what_the_node_reports(m, test_mode):
     assert ret["result"] is (None if test_mode else False)
     if not test_mode:
         assert "it reports v1.31.4" in ret["comment"]
+
+
+FORBIDDEN = CommandExecutionError(
+    'Error from server (Forbidden): nodes "k8s-cp-1" is forbidden: User "kubernetes-admin" '
+    'cannot get resource "nodes" in API group "" at the cluster scope')
+
+
+def test_node_ready_waits_through_an_api_server_that_is_not_ready_yet(m, monkeypatch):
+    # behind haproxy, a restarted API server answers before its RBAC informers synced
+    monkeypatch.setattr(states.time, "sleep", lambda s: None)
+    m["kubeadm.node"].side_effect = [FORBIDDEN, FORBIDDEN, {"version": "v1.32.1", "ready": True}]
+    ret = states.node_ready("k8s-cp-1", "v1.32.1", timeout=30)
+    assert ret["result"] is True, ret
+    assert m["kubeadm.node"].call_count == 3
+
+
+def test_node_ready_reports_the_error_that_lasted_past_the_timeout(m):
+    m["kubeadm.node"].side_effect = FORBIDDEN
+    ret = states.node_ready("k8s-cp-1", "v1.32.1", timeout=0)
+    assert ret["result"] is False
+    assert ret["comment"].startswith("reading node k8s-cp-1 failed: Error from server (Forbidden)")
+
+
+def test_node_uncordoned_retries_api_errors_then_gives_up_with_the_last(m, monkeypatch):
+    monkeypatch.setattr(states.time, "sleep", lambda s: None)
+    m["kubeadm.nodes"].side_effect = [FORBIDDEN, {"k8s-cp-1": {"unschedulable": True}},
+                                      {"k8s-cp-1": {"unschedulable": False}}]
+    ret = states.node_uncordoned("k8s-cp-1", timeout=30)
+    assert ret["result"] is True and ret["changes"] == {"schedulable": {"old": False, "new": True}}
+    m["kubeadm.uncordon"].assert_called_once_with("k8s-cp-1", kubeconfig=None)
+    m["kubeadm.nodes"].side_effect = FORBIDDEN
+    ret = states.node_uncordoned("k8s-cp-1", timeout=0)
+    assert ret["result"] is False and "Forbidden" in ret["comment"]

@@ -150,14 +150,24 @@ def _own_node(name):
 
 
 def _wait_node(name, version, timeout, kubeconfig, interval=1):
-    """The node's record once it is Ready on ``version``, or the last one seen."""
+    """The node's record once it is Ready on ``version``, or the last one seen. An error
+    counts as "not yet": behind the local haproxy, the API server of a control plane
+    kubeadm has just restarted may answer before its informers have synced (refusing even
+    kubernetes-admin) until the health check takes it out. An error at the deadline is
+    raised."""
     deadline = time.monotonic() + timeout
+    node = None
     while True:
-        node = __salt__["kubeadm.node"](name, kubeconfig=kubeconfig)
-        if node and node["ready"] and _plain(node["version"]) == _plain(version):
-            return node, True
-        if time.monotonic() >= deadline:
-            return node, False
+        try:
+            node = __salt__["kubeadm.node"](name, kubeconfig=kubeconfig)
+        except CommandExecutionError:
+            if time.monotonic() >= deadline:
+                raise
+        else:
+            if node and node["ready"] and _plain(node["version"]) == _plain(version):
+                return node, True
+            if time.monotonic() >= deadline:
+                return node, False
         time.sleep(interval)
 
 
@@ -223,29 +233,39 @@ def node_ready(name, version, timeout=300, kubeconfig=None):
     return ret
 
 
-def node_uncordoned(name, kubeconfig=None):
+def node_uncordoned(name, kubeconfig=None, timeout=60, interval=1):
     """
-    Ensure node ``name`` takes Pods (run on a control plane): ``kubectl uncordon``.
+    Ensure node ``name`` takes Pods (run on a control plane): ``kubectl uncordon``. API
+    errors are retried for ``timeout`` seconds, as ``node_ready`` waits through them: the
+    request may reach a control plane's API server that is not ready yet.
     """
     ret = _ret(name)
     if not _installed():
         return _missing(ret, f"uncordon node {name}")
-    try:
-        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
-        if node is None:
-            return _fail(ret, f"node {name} is not registered")
-        if not node["unschedulable"]:
-            ret["comment"] = f"node {name} takes Pods"
-            return ret
-        ret["changes"] = {"schedulable": {"old": False, "new": True}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"node {name} would be uncordoned"
-            return ret
-        __salt__["kubeadm.uncordon"](name, kubeconfig=kubeconfig)
-        if __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):
-            return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
-        ret["comment"] = f"node {name} uncordoned"
-    except CommandExecutionError as exc:
-        return _fail(ret, f"uncordoning {name} failed: {exc}")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return _uncordon(ret, name, kubeconfig)
+        except CommandExecutionError as exc:
+            if time.monotonic() >= deadline:
+                return _fail(ret, f"uncordoning {name} failed: {exc}")
+        time.sleep(interval)
+
+
+def _uncordon(ret, name, kubeconfig):
+    node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+    if node is None:
+        return _fail(ret, f"node {name} is not registered")
+    if not node["unschedulable"]:
+        ret["comment"] = f"node {name} takes Pods"
+        return ret
+    ret["changes"] = {"schedulable": {"old": False, "new": True}}
+    if __opts__["test"]:
+        ret["result"] = None
+        ret["comment"] = f"node {name} would be uncordoned"
+        return ret
+    __salt__["kubeadm.uncordon"](name, kubeconfig=kubeconfig)
+    if __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):
+        return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
+    ret["comment"] = f"node {name} uncordoned"
     return ret
