@@ -14,6 +14,7 @@ file-name order.
 
 import json
 import re
+import subprocess
 import threading
 import time
 
@@ -30,8 +31,12 @@ def first_control_plane(cluster):
 
 
 def salt(cluster, target, *args, timeout=120):
-    res = cluster.host("salt").run("salt", "--out=json", "--static", target, *args,
-                                   timeout=timeout, check=False)
+    """The minion's return (None: no answer, also none within ``timeout`` seconds)."""
+    try:
+        res = cluster.host("salt").run("salt", "--out=json", "--static", target, *args,
+                                       timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None
     try:
         return json.loads(res.stdout).get(target)
     except ValueError:
