@@ -177,8 +177,10 @@ def pinned_version():
 
 
 def package_version(version):
-    """The Debian version pkgs.k8s.io gives a release: ``1.31.4-1.1`` for v1.31.4."""
-    return f"{version.lstrip('v')}-1.1"
+    """The Debian version pkgs.k8s.io gives a release: ``1.31.4-1.1`` for v1.31.4 (the
+    formula's package revision)."""
+    revision = str(formula_defaults()["package_version"]).split("-", 1)[1]
+    return f"{version.lstrip('v')}-{revision}"
 
 
 def keyring_name():
