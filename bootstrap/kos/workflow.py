@@ -537,11 +537,16 @@ def remove_nodes(dep, minions, replace=False):
     )
 
 
+def _last_apply(dep):
+    """What the last apply recorded in its step: the hosts it ``replaced``, the minion ids
+    it ``retired``."""
+    return dep.steps.get(dep.backend.create_step).get("detail") or {}
+
+
 def rebuilt_minions(dep):
     """The minion ids whose servers the last apply rebuilt (--replace) and whose new
     servers present new keys; the master's keys sit on its state volume and stay."""
-    detail = dep.steps.get(dep.backend.create_step).get("detail") or {}
-    hosts = set(detail.get("replaced") or ()) - {"salt"}
+    hosts = set(_last_apply(dep).get("replaced") or ()) - {"salt"}
     minions = (dep.outputs() or {}).get("minions") or {}
     return sorted(mid for mid, m in minions.items() if m.get("hostname") in hosts)
 
@@ -560,9 +565,8 @@ def refuse_replacing_the_first_control_plane(dep):
 
 
 def retired_minions(dep):
-    """The minion ids whose servers the last apply destroyed (its step's record)."""
-    detail = dep.steps.get(dep.backend.create_step).get("detail") or {}
-    return sorted(detail.get("retired") or [])
+    """The minion ids whose servers the last apply destroyed."""
+    return sorted(_last_apply(dep).get("retired") or [])
 
 
 def configure_master(master, pillar, targets):
