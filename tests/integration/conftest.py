@@ -6,6 +6,7 @@ plus the per-deployment layers a test writes.
 """
 
 import hashlib
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 import shutil
@@ -247,6 +248,22 @@ def root_of(host_roots, name):
 
 def wipe(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+def orchestrate(salt_run, pillar=None, sls="orch.deploy", test=False):
+    """salt-run state.orchestrate: the run and its steps ``{state key: result}``."""
+    args = ["state.orchestrate", sls] + (["test=True"] if test else [])
+    if pillar is not None:
+        args.append(f"pillar={json.dumps(pillar)}")
+    ret = salt_run.run(*args)
+    data = ret.data
+    # salt-run --out=json: {"data": {"<master>_master": {state id: result}}, "retcode": n}
+    steps = next(iter(data["data"].values())) if isinstance(data, dict) and "data" in data else data
+    return ret, steps
+
+
+def by_id(steps):
+    return {v["__id__"]: v for v in steps.values()}
 
 
 EMPTY = hashlib.sha256(b"").hexdigest()

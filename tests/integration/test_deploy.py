@@ -17,30 +17,15 @@ import pytest
 import yaml
 
 from tests.integration.conftest import (
-    DOMAIN_SLS, EMPTY, REPO, STANDINS, converged, highstated, mine_digest,
+    DOMAIN_SLS, EMPTY, REPO, STANDINS, by_id, converged, highstated, mine_digest, orchestrate,
 )
 
 SNAP_DATA = "var/snap/microk8s/current"
 
 
-def orchestrate(salt_run, pillar=None, sls="orch.deploy"):
-    args = ["state.orchestrate", sls]
-    if pillar is not None:
-        args.append(f"pillar={json.dumps(pillar)}")
-    ret = salt_run.run(*args)
-    data = ret.data
-    # salt-run --out=json: {"data": {"<master>_master": {state id: result}}, "retcode": n}
-    steps = next(iter(data["data"].values())) if isinstance(data, dict) and "data" in data else data
-    return ret, steps
-
-
 def step_results(steps):
     """{step id: result} for every orchestration step."""
     return {v["__id__"]: v["result"] for v in steps.values()}
-
-
-def by_id(steps):
-    return {v["__id__"]: v for v in steps.values()}
 
 
 def order(steps):

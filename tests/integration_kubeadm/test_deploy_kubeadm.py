@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EMPTY, highstated, mine_digest
+from tests.integration.conftest import EMPTY, by_id, highstated, mine_digest, orchestrate
 from tests.integration_kubeadm.conftest import (
     CCM_CREDENTIALS, CONTROL_PLANES, STANDINS, daemon_pid, instance_uuid, root_of,
 )
@@ -27,20 +27,6 @@ TOKEN_RE = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 K8S = ["k8s-cp-1", "k8s-cp-2", "k8s-worker-1", "k8s-worker-2"]
 APISERVER = ("var/run/kos-standin-apiserver.pid", b"kos-standin-apiserver")
 HAPROXY = ("run/haproxy.pid", b"haproxy")
-
-
-def orchestrate(salt_run, mods="orch.deploy", pillar=None, test=False):
-    args = ["state.orchestrate", mods] + (["test=True"] if test else [])
-    if pillar is not None:
-        args.append(f"pillar={json.dumps(pillar)}")
-    ret = salt_run.run(*args)
-    data = ret.data
-    steps = next(iter(data["data"].values())) if isinstance(data, dict) and "data" in data else data
-    return ret, steps
-
-
-def by_id(steps):
-    return {v["__id__"]: v for v in steps.values()}
 
 
 def seconds(step):
@@ -228,7 +214,7 @@ def test_an_empty_pillar_cache_still_converges_kubeadm(deployed, salt_run, deplo
 @pytest.fixture(scope="module")
 def removed(deployed, salt_run, salt_cli, deployment):
     targets = [deployment.fqdn("k8s-cp-2"), deployment.fqdn("k8s-worker-2")]
-    ret, steps = orchestrate(salt_run, "orch.remove", {"remove": targets})
+    ret, steps = orchestrate(salt_run, {"remove": targets}, sls="orch.remove")
     assert ret.returncode == 0, json.dumps(steps, default=str)[:6000]
     return steps
 

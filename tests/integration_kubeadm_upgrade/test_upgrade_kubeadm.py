@@ -12,8 +12,8 @@ import json
 import pytest
 
 from tests.integration_kubeadm.conftest import root_of
-from tests.integration_kubeadm.test_deploy_kubeadm import by_id
-from tests.integration_kubeadm.test_deploy_kubeadm import orchestrate as deploy_orchestrate
+from tests.integration.conftest import by_id
+from tests.integration.conftest import orchestrate as run_orchestration
 from tests.integration_kubeadm_upgrade.conftest import CONTROL_PLANES, FIRST_PACKAGES, WORKERS
 
 K8S = [*CONTROL_PLANES, *WORKERS]
@@ -23,7 +23,7 @@ REQUISITE_FAILED = "One or more requisite failed"
 
 
 def orchestrate(salt_run, pillar=None, test=False):
-    return deploy_orchestrate(salt_run, "orch.upgrade", pillar, test=test)
+    return run_orchestration(salt_run, pillar, sls="orch.upgrade", test=test)
 
 
 def ran(steps):
