@@ -15,6 +15,8 @@ locals {
   bastion_private_ip = cidrhost(var.private_cidr, 1)
   bastion_public_ip  = cidrhost(var.public_cidr, 10)
   salt_master_ip     = cidrhost(var.private_cidr, 10)
+  # Only a top master (var.top_master) has a public port.
+  salt_master_public_ip = cidrhost(var.public_cidr, 12)
 
   first_cp_on_public = var.first_control_plane_access == "floating_ip"
 
@@ -143,6 +145,13 @@ locals {
       salt_master = {
         id = "salt.${local.domain}"
         ip = local.salt_master_ip
+        # Master of masters: this master's floating IP when it is a top master (null
+        # otherwise), the top master its salt-syndic joins (null: none), whether it is a top
+        # master itself, and the cluster names whose masters may join it as syndics.
+        floating_ip   = module.salt_master.floating_ip
+        syndic_master = var.syndic_master
+        order_masters = var.top_master != null
+        syndics       = var.top_master != null ? var.top_master.syndics : []
       }
       bastion = {
         id          = "bastion.${local.domain}"
@@ -192,4 +201,12 @@ module "salt_master" {
   pillar             = local.salt_pillar
   cloud_init         = local.cloud_init
   root_password_hash = local.root_password_hash
+
+  # A top master (master of masters) also sits on the public network, behind a floating IP.
+  top_master            = var.top_master != null
+  public_network_id     = module.network.public_network_id
+  public_subnet_id      = module.network.public_subnet_id
+  public_ip             = local.salt_master_public_ip
+  external_network_name = var.external_network_name
+  syndic_cidrs          = var.top_master != null ? var.top_master.syndic_cidrs : []
 }

@@ -20,6 +20,11 @@ output "salt_master_private_ip" {
   value       = module.salt_master.private_ip
 }
 
+output "salt_master_floating_ip" {
+  description = "Floating IP of the Salt master when it is a top master (top_master): the address the syndic environments set as their syndic_master. Null otherwise."
+  value       = module.salt_master.floating_ip
+}
+
 output "api_floating_ip" {
   description = "Floating IP of k8s-cp-1 serving the Kubernetes API, or null when it is reached through the admin network."
   value       = module.nodes.nodes[local.first_control_plane].floating_ip

@@ -452,3 +452,52 @@ variable "salt_bootstrap_sha256" {
     error_message = "salt_bootstrap_sha256 must be 64 lowercase hex digits."
   }
 }
+
+variable "syndic_master" {
+  type        = string
+  description = "Address (IPv4 or DNS name) of a top Salt master (master of masters). When set, this environment's master also runs salt-syndic toward it (ports 4505-4506), so the top master can target this environment's minions; this master keeps working on its own."
+  default     = null
+
+  validation {
+    condition = var.syndic_master == null || try(
+      (can(cidrhost("${var.syndic_master}/32", 0)) && !strcontains(var.syndic_master, "/")) ||
+      (length(var.syndic_master) <= 253 && can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.syndic_master))),
+      false
+    )
+    error_message = "syndic_master must be the top Salt master's IPv4 address (e.g. 203.0.113.20) or DNS name (lowercase letters, digits and '-', labels of at most 63 characters separated by dots, e.g. salt.top.example); leave it unset (null) when this environment's master joins no top master."
+  }
+}
+
+variable "top_master" {
+  type = object({
+    syndic_cidrs = list(string)
+    syndics      = optional(list(string), [])
+  })
+  description = "Make this environment's master a top master (Salt's order_masters): it gets a port on the public network with a floating IP, and the Salt ports 4505-4506 open from syndic_cidrs (the addresses other environments' masters reach it from: their bastions' floating IPs as /32, or their NAT's range). syndics: the cluster_name of each environment whose master may join as a syndic; kos accepts those masters' keys after checking them against their consoles. null: no top master here."
+  default     = null
+
+  validation {
+    condition     = var.top_master == null || try(length(var.top_master.syndic_cidrs) > 0, false)
+    error_message = "top_master.syndic_cidrs needs at least one IPv4 CIDR: the addresses the syndic environments' masters reach this master from (their bastions' floating IPs as /32)."
+  }
+
+  validation {
+    condition = var.top_master == null || try(alltrue([
+      for cidr in var.top_master.syndic_cidrs :
+      can(cidrhost(cidr, 0)) && try(cidrsubnet(cidr, 0, 0) == cidr, false) && !strcontains(cidr, ":")
+    ]), false)
+    error_message = "Every entry of top_master.syndic_cidrs must be an IPv4 network address in CIDR notation (e.g. 198.51.100.7/32 for a syndic environment's bastion floating IP, 198.51.100.0/24 for its NAT's range)."
+  }
+
+  validation {
+    condition = var.top_master == null || try(alltrue([
+      for name in var.top_master.syndics : can(regex("^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$", name))
+    ]), false)
+    error_message = "Every entry of top_master.syndics must be the cluster_name of a syndic environment: 1 to 32 lowercase letters, digits or '-', starting with a letter and not ending with '-'."
+  }
+
+  validation {
+    condition     = var.top_master == null || try(!contains(var.top_master.syndics, var.cluster_name), false)
+    error_message = "top_master.syndics cannot hold this environment's own cluster_name: a top master does not join itself; list the other environments' cluster names."
+  }
+}

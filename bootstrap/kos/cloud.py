@@ -95,11 +95,13 @@ def plan_needs(values, flavors):
     What ``terraform apply`` of these inputs creates, per quota: bastion, salt master and
     a server per Kubernetes node; the master's state volume; ports for every server NIC, the
     router's interface on the public subnet and one DHCP port per subnet (DHCP ports
-    belong to the project and count against its port quota).
+    belong to the project and count against its port quota). A top master (``top_master``)
+    has a public port and a floating IP of its own.
     """
     n = node_count(values)
     fip_access = values.get("first_control_plane_access") == "floating_ip"
     admin_access = values.get("first_control_plane_access") == "admin_network"
+    top = values.get("top_master") is not None
     node = flavors[values["kube_node_flavor"]]
     master = flavors[values["salt_master_flavor"]]
     bastion = flavors[values["bastion_flavor"]]
@@ -109,8 +111,8 @@ def plan_needs(values, flavors):
         "ram": n * node.ram + master.ram + bastion.ram,
         "volumes": 1,
         "gigabytes": values["salt_master_volume_size"],
-        "floating_ips": 1 + int(fip_access),
-        "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + 1 + 2,
+        "floating_ips": 1 + int(fip_access) + int(top),
+        "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + int(top) + 1 + 2,
     }
 
 

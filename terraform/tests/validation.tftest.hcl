@@ -173,3 +173,43 @@ run "bad_distribution" {
   }
   expect_failures = [var.kubernetes_distribution]
 }
+
+run "syndic_master_by_address" {
+  command = plan
+
+  variables {
+    syndic_master = "203.0.113.20"
+  }
+}
+
+run "syndic_master_not_an_address" {
+  command = plan
+  variables {
+    syndic_master = "not an address!"
+  }
+  expect_failures = [var.syndic_master]
+}
+
+run "top_master_cidr_not_a_network" {
+  command = plan
+  variables {
+    top_master = { syndic_cidrs = ["198.51.100.7/24"] }
+  }
+  expect_failures = [var.top_master]
+}
+
+run "top_master_without_cidrs" {
+  command = plan
+  variables {
+    top_master = { syndic_cidrs = [] }
+  }
+  expect_failures = [var.top_master]
+}
+
+run "top_master_lists_itself_as_syndic" {
+  command = plan
+  variables {
+    top_master = { syndic_cidrs = ["198.51.100.7/32"], syndics = ["kos"] }
+  }
+  expect_failures = [var.top_master]
+}

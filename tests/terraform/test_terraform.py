@@ -85,6 +85,22 @@ BAD_VARIABLES = {
         'first_control_plane_access = "admin_network"',
         "admin_network_name must name the existing admin network",
     ),
+    "syndic_master_not_an_address": (
+        'syndic_master = "not an address!"',
+        "syndic_master must be the top Salt master's IPv4 address",
+    ),
+    "top_master_cidr_not_a_network": (
+        'top_master = { syndic_cidrs = ["198.51.100.7/24"] }',
+        "Every entry of top_master.syndic_cidrs must be an IPv4 network address",
+    ),
+    "top_master_without_cidrs": (
+        "top_master = { syndic_cidrs = [] }",
+        "top_master.syndic_cidrs needs at least one IPv4 CIDR",
+    ),
+    "top_master_syndic_is_itself": (
+        'top_master = { syndic_cidrs = ["198.51.100.7/32"], syndics = ["kos"] }',
+        "top_master.syndics cannot hold this environment's own cluster_name",
+    ),
 }
 
 

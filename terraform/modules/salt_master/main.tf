@@ -1,7 +1,16 @@
-# Salt master on the private network only, with a persistent volume for its keys and cache.
+# Salt master on the private network, with a persistent volume for its keys and cache. A top
+# master (master of masters) also has a port on the public network with a floating IP, where
+# the other environments' masters join it as syndics.
 
 locals {
   fqdn = "${var.hostname}.${var.cloud_init.domain}"
+
+  # A floating IP answers through the public side, so that side carries the default route
+  # (as for a node with a floating IP); the minions stay on the private side.
+  interfaces = var.top_master ? [
+    { mac = openstack_networking_port_v2.public[0].mac_address, mode = "default", ip = var.public_ip },
+    { mac = openstack_networking_port_v2.private.mac_address, mode = "no-routes", ip = var.private_ip },
+  ] : []
 
   firstboot = templatefile("${path.module}/../../cloud-init/kos-firstboot.sh.tftpl", {
     fqdn                  = local.fqdn
@@ -10,7 +19,7 @@ locals {
     salt_version          = var.cloud_init.salt_version
     salt_bootstrap_url    = var.cloud_init.salt_bootstrap_url
     salt_bootstrap_sha256 = var.cloud_init.salt_bootstrap_sha256
-    interfaces            = []
+    interfaces            = local.interfaces
     # virtio-blk exposes the first 20 characters of the volume id as the disk serial.
     volume_serial = substr(openstack_blockstorage_volume_v3.state.id, 0, 20)
   })
@@ -66,6 +75,20 @@ resource "openstack_networking_secgroup_rule_v2" "icmp" {
   remote_ip_prefix  = var.private_cidr
 }
 
+# Only on a top master: the syndics' masters reach it from outside, on its floating IP.
+resource "openstack_networking_secgroup_rule_v2" "syndics" {
+  for_each = var.top_master ? toset(var.syndic_cidrs) : toset([])
+
+  security_group_id = openstack_networking_secgroup_v2.this.id
+  description       = "Salt publisher and request server (4505-4506) from syndics at ${each.key}"
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = "tcp"
+  port_range_min    = 4505
+  port_range_max    = 4506
+  remote_ip_prefix  = each.key
+}
+
 resource "openstack_networking_port_v2" "private" {
   name               = "${var.name_prefix}-${var.hostname}-private"
   network_id         = var.private_network_id
@@ -77,6 +100,43 @@ resource "openstack_networking_port_v2" "private" {
     subnet_id  = var.private_subnet_id
     ip_address = var.private_ip
   }
+}
+
+resource "openstack_networking_port_v2" "public" {
+  count = var.top_master ? 1 : 0
+
+  name               = "${var.name_prefix}-${var.hostname}-public"
+  network_id         = var.public_network_id
+  admin_state_up     = true
+  security_group_ids = [openstack_networking_secgroup_v2.this.id]
+  tags               = var.tags
+
+  fixed_ip {
+    subnet_id  = var.public_subnet_id
+    ip_address = var.public_ip
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.public_network_id != null && var.public_subnet_id != null && var.public_ip != null && var.external_network_name != null && length(var.syndic_cidrs) > 0
+      error_message = "A top master needs public_network_id, public_subnet_id, public_ip, external_network_name and at least one syndic CIDR."
+    }
+  }
+}
+
+resource "openstack_networking_floatingip_v2" "this" {
+  count = var.top_master ? 1 : 0
+
+  pool        = var.external_network_name
+  description = "kos ${var.name_prefix} ${local.fqdn}"
+  tags        = var.tags
+}
+
+resource "openstack_networking_floatingip_associate_v2" "this" {
+  count = var.top_master ? 1 : 0
+
+  floating_ip = openstack_networking_floatingip_v2.this[0].address
+  port_id     = openstack_networking_port_v2.public[0].id
 }
 
 resource "openstack_blockstorage_volume_v3" "state" {
@@ -110,6 +170,13 @@ resource "openstack_compute_instance_v2" "this" {
 
   network {
     port = openstack_networking_port_v2.private.id
+  }
+
+  dynamic "network" {
+    for_each = openstack_networking_port_v2.public
+    content {
+      port = network.value.id
+    }
   }
 
   lifecycle {

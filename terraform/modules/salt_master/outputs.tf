@@ -19,11 +19,38 @@ output "instance" {
   }
 }
 
+output "public_ip" {
+  description = "Fixed public address of a top master, or null."
+  value       = var.top_master ? var.public_ip : null
+}
+
+output "floating_ip" {
+  description = "Floating IP of a top master (where syndics join it), or null."
+  value       = one(openstack_networking_floatingip_v2.this[*].address)
+}
+
 output "ports" {
-  description = "The master's ports by side (private only)."
-  value = {
-    private = openstack_networking_port_v2.private
-  }
+  description = "The master's ports by side: private, and public on a top master."
+  value = merge(
+    { private = openstack_networking_port_v2.private },
+    { for port in openstack_networking_port_v2.public : "public" => port },
+  )
+}
+
+output "rules" {
+  description = "What the master's security group lets in, by rule name (salt, ssh, icmp, and syndic-<cidr> on a top master): protocol, port range and source."
+  value = merge(
+    { for name, rule in {
+      salt = openstack_networking_secgroup_rule_v2.salt
+      ssh  = openstack_networking_secgroup_rule_v2.ssh
+      icmp = openstack_networking_secgroup_rule_v2.icmp
+      } : name => {
+      protocol = rule.protocol, min = rule.port_range_min, max = rule.port_range_max, source = rule.remote_ip_prefix
+    } },
+    { for cidr, rule in openstack_networking_secgroup_rule_v2.syndics : "syndic-${cidr}" => {
+      protocol = rule.protocol, min = rule.port_range_min, max = rule.port_range_max, source = rule.remote_ip_prefix
+    } },
+  )
 }
 
 output "volume" {

@@ -50,7 +50,7 @@ variable "volume_type" {
 
 variable "private_network_id" {
   type        = string
-  description = "ID of the private network, the master's only network."
+  description = "ID of the private network, where the minions reach the master (its only network unless it is a top master)."
 }
 
 variable "private_subnet_id" {
@@ -71,6 +71,42 @@ variable "private_cidr" {
 variable "bastion_private_ip" {
   type        = string
   description = "Private address of the bastion, the only SSH source allowed."
+}
+
+variable "top_master" {
+  type        = bool
+  description = "Whether this master is a top master (master of masters): a port on the public network with a floating IP, and the Salt ports open from syndic_cidrs."
+  default     = false
+}
+
+variable "public_network_id" {
+  type        = string
+  description = "ID of the public network, a top master's outside side; unused otherwise."
+  default     = null
+}
+
+variable "public_subnet_id" {
+  type        = string
+  description = "ID of the public subnet, a top master's outside side; unused otherwise."
+  default     = null
+}
+
+variable "public_ip" {
+  type        = string
+  description = "Fixed address of a top master on the public network; unused otherwise."
+  default     = null
+}
+
+variable "external_network_name" {
+  type        = string
+  description = "External network whose pool gives a top master its floating IP; unused otherwise."
+  default     = null
+}
+
+variable "syndic_cidrs" {
+  type        = list(string)
+  description = "IPv4 CIDRs the syndic environments' masters reach a top master from; each gets the Salt ports 4505-4506."
+  default     = []
 }
 
 variable "pillar" {
