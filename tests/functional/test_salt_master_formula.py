@@ -295,3 +295,44 @@ def test_without_the_filter_no_config_names_it(tmp_path_factory):
     assert "engines" not in written
     assert not (root / "cache" / "extmods").exists()
     assert stat.S_IMODE((root / "cache").stat().st_mode) == 0o700
+
+
+def shown(tmp_path, facts):
+    """The salt_master states for a master with ``kos:salt_master`` = ``facts``, compiled
+    (state.show_sls) with its service managed, as on a cloud."""
+    pillar_dir = tmp_path / "pillar"
+    pillar_dir.mkdir()
+    (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - data\n")
+    (pillar_dir / "data.sls").write_text(yaml.safe_dump({
+        "kos": {"salt_master": facts},
+        "salt_master": {"config_file": str(tmp_path / "kos.conf"),
+                        "cachedir": str(tmp_path / "cache")}}))
+    opts = salt.config.minion_config(None)
+    opts.update(id=MASTER_ID, file_client="local", root_dir=str(tmp_path / "minion"),
+                cachedir=str(tmp_path / "minion" / "cache"),
+                extension_modules=str(tmp_path / "minion" / "extmods"),
+                pki_dir=str(tmp_path / "minion" / "pki"),
+                file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
+                module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
+                utils_dirs=[str(TREE / "_utils")])
+    return Loaders(opts).modules.state.show_sls("salt_master")
+
+
+def test_a_master_that_joins_a_top_runs_its_syndic_restarted_after_the_master(tmp_path):
+    states = shown(tmp_path, {"id": MASTER_ID, "syndic_master": "203.0.113.7"})
+    running = states["salt_master-syndic-service-running"]["service"]
+    assert {"name": "salt-syndic"} in running and {"enable": True} in running
+    restart = states["salt_master-syndic-restart-deferred"]["cmd"]
+    (name,) = [arg["name"] for arg in restart if isinstance(arg, dict) and "name" in arg]
+    master = states["salt_master-service-restart-deferred"]["cmd"]
+    (master_name,) = [arg["name"] for arg in master if isinstance(arg, dict) and "name" in arg]
+    # the syndic follows the master's restart, not before it
+    delay = int(name.split("--on-active=")[1].split()[0])
+    assert delay > int(master_name.split("--on-active=")[1].split()[0])
+    assert name.endswith("systemctl restart salt-syndic")
+
+
+def test_a_master_without_a_top_runs_no_syndic(tmp_path):
+    states = shown(tmp_path, {"id": MASTER_ID})
+    assert "salt_master-syndic-service-running" not in states
+    assert "salt_master-syndic-restart-deferred" not in states

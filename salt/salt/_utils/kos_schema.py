@@ -258,6 +258,13 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
     "salt_master": section("The salt master.", {
         "id": text("Minion id of the salt master.", "minion-id", required=True),
         "ip": text("Private address.", "ip"),
+        "floating_ip": nullable(text("Floating address (a top master's, for syndics).", "ip")),
+        "syndic_master": nullable(text("The top master this master's salt-syndic joins, from "
+                                       "Terraform's syndic_master.", "san")),
+        "order_masters": flag("This master is a top master (Terraform's top_master): other "
+                              "environments' masters join it as syndics."),
+        "syndics": listing("Cluster names whose masters may join this top master.",
+                           text("cluster name", "name")),
     }, required=True),
     "bastion": section("The bastion.", {
         "id": text("Minion id.", "minion-id"),
@@ -382,6 +389,11 @@ SALT_MASTER = section("The salt master's configuration.", {
     "keep_jobs_seconds": seconds("How long a job stays in the job cache", 60, 7 * DAY),
     "job_cache_filter": flag("Keep join credentials, tokens, certificate keys and kubeconfigs "
                              "out of the job cache (master_job_cache: kos_job_cache)."),
+    "syndic": section("salt-syndic, when kos:salt_master:syndic_master names a top master.", {
+        "service": text("salt-syndic's service name.", "name"),
+        "wait": seconds("How long the syndic gathers its minions' returns before passing "
+                        "them up", 1, 300),
+    }),
     "backups": section("Datastore backups (orch.backup, orch.restore).", {
         "dir": path("Where the master keeps them (on its state volume)."),
         "keep": integer("How many of the newest it keeps.", 1, 1000),

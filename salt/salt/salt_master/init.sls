@@ -56,3 +56,30 @@ salt_master-service-restart-deferred:
 {%- endfor %}
 {%- endif %}
 {%- endif %}
+{%- if salt_master.manage_service %}
+{%- if salt_master.syndic_master %}
+
+salt_master-syndic-service-running:
+  service.running:
+    - name: {{ salt_master.syndic.service }}
+    - enable: True
+    - require:
+      - file: salt_master-config-file-managed
+
+# Once the master has restarted on its new config (above, at 15 s), the syndic follows: it
+# reads the same config and talks to the master it runs beside.
+salt_master-syndic-restart-deferred:
+  cmd.run:
+    - name: systemd-run --on-active=30 --unit=kos-salt-syndic-restart systemctl restart {{ salt_master.syndic.service }}
+    - onchanges:
+      - file: salt_master-config-file-managed
+    - require:
+      - service: salt_master-syndic-service-running
+{%- elif salt['service.available'](salt_master.syndic.service) %}
+
+salt_master-syndic-service-dead:
+  service.dead:
+    - name: {{ salt_master.syndic.service }}
+    - enable: False
+{%- endif %}
+{%- endif %}
