@@ -417,6 +417,10 @@ def _print_status(doc):
     Console(file=sys.stdout).print(table)
     if doc.get("kubernetes_error"):
         ui.warn(f"Kubernetes membership unknown: {doc['kubernetes_error']}")
+    if doc.get("salt_master_floating_ip") or doc.get("syndics"):
+        ui.info(f"top master at {doc.get('salt_master_floating_ip') or '(no floating IP)'}; "
+                "syndics: " + (", ".join(f"{mid} ({key})" for mid, key in
+                                         doc.get("syndics", {}).items()) or "none joined yet"))
     for key in doc.get("unexpected_keys", []):
         ui.warn(f"key {key!r} on the master is not a minion of this cluster")
     for node in doc["nodes"]:

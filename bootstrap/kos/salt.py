@@ -342,13 +342,15 @@ class SaltMaster:
                             minions=sorted(minions))
 
     def wait_and_accept(
-        self, expected, timeout=900, only=None, consoles=None, trust_unverified=False
+        self, expected, timeout=900, only=None, consoles=None, trust_unverified=False,
+        syndics=(),
     ):
         """
         Wait until every expected minion (or those of ``only``) has presented its key,
         accept those whose fingerprint is the one their console printed (``consoles``:
         ``kos.trust`` records by minion id), and report other pending keys without
-        accepting them. Refused keys stay pending and end the step with one error.
+        accepting them (but the ``syndics``', a top master's, which accept_syndics takes).
+        Refused keys stay pending and end the step with one error.
         """
         wanted = sorted(only if only is not None else expected)
         for mid in expected:
@@ -375,7 +377,7 @@ class SaltMaster:
                 fix="a host presented a key different from the accepted one: check the host, then "
                 "`salt-key -d <id>` on the master and re-run kos converge",
             )
-        for other in sorted(pending - set(expected)):
+        for other in sorted(pending - set(expected) - set(syndics)):
             ui.warn(
                 f"unexpected pending key {other!r}: not accepted (not a minion of this cluster)"
             )
@@ -388,14 +390,40 @@ class SaltMaster:
         newly, unverified = self._accept_verified(
             sorted(set(wanted) & pending), consoles or {}, trust_unverified
         )
-        unexpected = sorted(accepted - set(expected))
+        unexpected = sorted(accepted - set(expected) - set(syndics))
         for mid in unexpected:
             ui.warn(f"accepted key {mid!r} is not a minion of this cluster (left as it is)")
         return {
             "accepted": newly,
             "unverified": unverified,
-            "unexpected_pending": sorted(pending - set(expected)),
+            "unexpected_pending": sorted(pending - set(expected) - set(syndics)),
             "unexpected_accepted": unexpected,
+        }
+
+    def accept_syndics(self, masters, trust_unverified=False):
+        """
+        On a top master: accept the pending keys of the syndics, the salt masters of the
+        environments in ``masters`` (``{cluster: (minion id, console record) or None}``),
+        each only as its console printed it (salt-syndic authenticates with its host's
+        minion id and key). ``{"accepted", "unverified", "joined", "waiting"}``: joined and
+        waiting are cluster names.
+        """
+        ids = {cluster: found[0] for cluster, found in masters.items() if found}
+        for mid in ids.values():
+            if not MINION_ID.match(mid):
+                raise ConvergeError(f"refusing syndic id {mid!r}: not a plain host name")
+        consoles = {found[0]: found[1] for found in masters.values() if found}
+        keys = self.keys()
+        newly, unverified = self._accept_verified(
+            sorted(set(keys["minions_pre"]) & set(consoles)), consoles, trust_unverified
+        )
+        joined = set(keys["minions"]) | set(newly)
+        return {
+            "ids": sorted(ids.values()),
+            "accepted": newly,
+            "unverified": unverified,
+            "joined": sorted(c for c, mid in ids.items() if mid in joined),
+            "waiting": sorted(c for c in masters if ids.get(c) not in joined),
         }
 
     def _accept_verified(self, candidates, consoles, trust_unverified):

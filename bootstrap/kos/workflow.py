@@ -168,6 +168,34 @@ def console_records(dep, needed=()):
     return store.update(fresh)
 
 
+def syndic_masters(dep, clusters):
+    """
+    The salt masters of the environments that join this top master as syndics:
+    ``{cluster: (minion id, console record) or None}``, from the cloud's consoles (the local
+    cloud's backend reads them through the OpenStack backend it wraps). None for all where
+    no cloud can be read (``--outputs`` runs).
+    """
+    reader = getattr(dep.backend, "read_master_consoles", None) or getattr(
+        getattr(dep.backend, "openstack", None), "read_master_consoles", None
+    )
+    if reader is None or dep.settings.outputs_file:
+        return dict.fromkeys(clusters)
+    return reader(clusters)
+
+
+def accept_syndics(dep, master, clusters):
+    """A top master's step: accept the syndics of ``clusters`` whose masters are up."""
+    result = master.accept_syndics(
+        syndic_masters(dep, clusters), trust_unverified=dep.settings.trust_unverified
+    )
+    for cluster in result["waiting"]:
+        ui.info(
+            f"syndic {cluster}: not joined yet (its master is not up, or its salt-syndic has "
+            f"not presented its key): run kos converge here again once {cluster} is up"
+        )
+    return result
+
+
 def pin_host_keys(dep, outputs):
     """
     Before the first SSH connection: the bastion's and the master's host keys into the
@@ -663,6 +691,17 @@ def converge(dep, always=True, exclude=(), limit=()):
     settings = dep.settings
     with dep.master() as master:
 
+        syndics = pillar_of(outputs).get("kos", {}).get("salt_master", {}).get("syndics") or []
+        joining = {}
+        if syndics:
+            # Every converge: an environment's syndic presents its key once that
+            # environment is up, whenever that is.
+            joining = steps.run(
+                "salt-keys-syndics", fp,
+                f"accept the keys of the syndics of {', '.join(syndics)} (this is a top master)",
+                lambda: accept_syndics(dep, master, syndics), always=True,
+            ) or {}
+
         def keys():
             result = master.wait_and_accept(
                 expected,
@@ -670,6 +709,7 @@ def converge(dep, always=True, exclude=(), limit=()):
                 only=targets,
                 consoles=console_records(dep, targets),
                 trust_unverified=settings.trust_unverified,
+                syndics=joining.get("ids", ()),
             )
             return {
                 "accepted": result["accepted"],
@@ -870,6 +910,8 @@ def status(dep):
                  if control_planes else {})
     accepted = set(keys.get("minions", []))
     pending = set(keys.get("minions_pre", []))
+    # a top master's syndics (other environments' masters), as kos converge last found them
+    syndics = (dep.steps.get("salt-keys-syndics").get("detail") or {}).get("ids") or []
     nodes = []
     for mid in ids:
         info = outputs["minions"][mid]
@@ -907,8 +949,13 @@ def status(dep):
         "api": outputs.get("api_floating_ip"),
         "healthy": healthy,
         "kubernetes_error": k8s_error,
-        "unexpected_keys": sorted((accepted | pending) - set(ids)),
+        "unexpected_keys": sorted((accepted | pending) - set(ids) - set(syndics)),
         "nodes": nodes,
+        "salt_master_floating_ip": outputs.get("salt_master_floating_ip"),
+        "syndics": {
+            mid: "accepted" if mid in accepted else ("pending" if mid in pending else "missing")
+            for mid in syndics
+        },
     }
 
 

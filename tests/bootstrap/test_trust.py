@@ -109,6 +109,37 @@ def test_a_key_no_console_vouches_for_needs_the_operators_word(master, salt_mast
     assert keys_of(salt_master, mid) == ["minions"]
 
 
+def test_a_top_master_accepts_the_syndics_its_environments_consoles_vouch_for(
+        master, salt_master):
+    # a syndic presents its host's minion key: the environment's master's, whose console
+    # printed it; an environment not up yet waits, an impostor's key stays pending
+    dev, prod = "salt.kostr-dev.internal", "salt.kostr-prod.internal"
+    finger = present(master, dev)
+    present(master, prod)
+    masters = {
+        "kos-dev": (dev, {"server": "kos-dev-salt", "minion_keys": [finger]}),
+        "kos-stage": None,
+    }
+    done = salt_master.accept_syndics(masters)
+    assert done["accepted"] == [dev] and done["joined"] == ["kos-dev"]
+    assert done["waiting"] == ["kos-stage"] and done["ids"] == [dev]
+    assert keys_of(salt_master, dev) == ["minions"]
+    # a second converge: joined already, nothing to accept
+    again = salt_master.accept_syndics(masters)
+    assert again["accepted"] == [] and again["joined"] == ["kos-dev"]
+    with pytest.raises(ConvergeError) as refused:
+        salt_master.accept_syndics({"kos-prod": (prod, {"minion_keys": [OTHER]})})
+    assert prod in refused.value.problem and OTHER in refused.value.problem
+    assert keys_of(salt_master, prod) == ["minions_pre"]
+    # the syndics' keys are no "unexpected" keys for the top's own minions
+    mine = "kostr-top-node.kos.internal"
+    done = salt_master.wait_and_accept(
+        [mine], timeout=10, consoles={mine: {"minion_keys": [present(master, mine)]}},
+        syndics=[dev, prod])
+    assert done["accepted"] == [mine] and prod not in done["unexpected_pending"]
+    assert dev not in done["unexpected_accepted"]
+
+
 def test_the_master_checks_the_fingerprint_again_as_it_accepts(master, session):
     # what kos judged is what the master accepts: another key under the id stays pending
     mid = "kostr-swapped.kos.internal"
