@@ -129,7 +129,8 @@ def _host_steps(build):
                                                              "en_US.UTF-8 UTF-8"))
         build.run("chroot", str(build.root), "locale-gen")
         for name, title, kill in (("salt-minion", "Minion", "process"),
-                                  ("salt-master", "Master", "control-group")):
+                                  ("salt-master", "Master", "control-group"),
+                                  ("salt-syndic", "Syndic", "process")):
             build.write(f"/lib/systemd/system/{name}.service",
                         SALT_UNIT.format(name=name, title=title, killmode=kill))
         # No mirror reaches these hosts: apt has nothing to update from.

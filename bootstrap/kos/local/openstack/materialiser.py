@@ -31,7 +31,8 @@ from .. import net
 from . import config
 
 CONFIG_DRIVE_SEED = "/var/lib/cloud/seed/config_drive"
-SALT_COMMANDS = ("salt", "salt-call", "salt-key", "salt-run", "salt-master", "salt-minion", "salt-cp")
+SALT_COMMANDS = ("salt", "salt-call", "salt-key", "salt-run", "salt-master", "salt-minion",
+                 "salt-syndic", "salt-cp")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STANDIN_ENV = r"""#!/bin/sh
 # kos rehearsal cloud: the stand-ins' node address is the one this minion reaches its master from.
