@@ -70,6 +70,8 @@ def loaders(tmp_path_factory):
         file_client="local",
         root_dir=str(root),
         cachedir=str(root / "cache"),
+        # Salt derives it from the default cachedir: this machine's /var/cache/salt
+        extension_modules=str(root / "cache" / "extmods"),
         pki_dir=str(root / "pki"),
         module_dirs=[str(REPO / "salt" / "salt" / "_modules")],
         states_dirs=[str(REPO / "salt" / "salt" / "_states")],

@@ -40,6 +40,8 @@ def loaders(tmp_path_factory, pillar_dir):
         file_client="local",
         root_dir=str(root),
         cachedir=str(root / "cache"),
+        # Salt derives it from the default cachedir: this machine's /var/cache/salt
+        extension_modules=str(root / "cache" / "extmods"),
         pki_dir=str(root / "pki"),
         file_roots={"base": [str(TREE)]},
         pillar_roots={"base": [str(pillar_dir)]},

@@ -70,6 +70,8 @@ def applied(tmp_path_factory):
         file_client="local",
         root_dir=str(root / "minion"),
         cachedir=str(root / "minion" / "cache"),
+        # Salt derives it from the default cachedir: this machine's /var/cache/salt
+        extension_modules=str(root / "minion" / "extmods"),
         pki_dir=str(root / "minion" / "pki"),
         file_roots={"base": [str(TREE)]},
         pillar_roots={"base": [str(pillar_dir)]},
@@ -285,6 +287,7 @@ def test_without_the_filter_no_config_names_it(tmp_path_factory):
     opts = salt.config.minion_config(None)
     opts.update(id=MASTER_ID, file_client="local", root_dir=str(root / "minion"),
                 cachedir=str(root / "minion" / "cache"), pki_dir=str(root / "minion" / "pki"),
+                extension_modules=str(root / "minion" / "extmods"),
                 file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
                 module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
                 utils_dirs=[str(TREE / "_utils")])

@@ -1,0 +1,172 @@
+"""
+A master of masters (issue 14.5): a top salt-master and two environments, each a
+salt-master with its salt-syndic and its minions, all real Salt daemons on loopback. The
+topology keys come from the salt_master formula (Terraform's kos:salt_master facts in the
+pillar, rendered through Salt's loaders into master.d/kos.conf and read back by Salt's
+config loader), not from the test.
+
+What an operator relies on: a command on the top reaches every environment's minions, a
+target can pick one environment, a command on an environment's master reaches only its
+own minions, and an environment's master keeps serving its minions while the top is down.
+"""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import salt.config
+import yaml
+from saltfactories.utils.functional import Loaders
+
+REPO = Path(__file__).resolve().parents[2]
+TREE = REPO / "salt" / "salt"
+ENVIRONMENTS = ("dev", "prod")
+# Topology keys of the formula's master config; the rest (roots, job cache, backups) the
+# other tests of the formula cover.
+TOPOLOGY = ("order_masters", "syndic_master", "syndic_wait")
+
+pytestmark = [
+    pytest.mark.integration,
+    # Not passed yet: under make test's load the syndics' own minions (which salt-factories
+    # starts with each syndic) did not confirm their start within 3 x 180 s, and a first try
+    # waited out the top's --timeout. Kept to be finished (issue 14.5), not counted as done.
+    pytest.mark.skip(reason="master-of-masters daemons test not passing yet (issue 14.5)"),
+]
+
+
+def domain(env):
+    return f"{env}.kos-sy.test"
+
+
+def rendered_config(root, facts):
+    """The salt_master formula applied with ``kos:salt_master`` = ``facts``; the master
+    config it wrote, as Salt's config loader reads it."""
+    root.mkdir(parents=True)
+    conf_file = root / "etc" / "salt" / "master.d" / "kos.conf"
+    pillar_dir = root / "pillar"
+    pillar_dir.mkdir()
+    (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - data\n")
+    (pillar_dir / "data.sls").write_text(yaml.safe_dump({
+        "kos": {"salt_master": facts},
+        "salt_master": {"config_file": str(conf_file), "cachedir": str(root / "cache"),
+                        "manage_service": False, "job_cache_filter": False},
+    }))
+    opts = salt.config.minion_config(None)
+    opts.update(
+        id=facts["id"], file_client="local", root_dir=str(root / "minion"),
+        cachedir=str(root / "minion" / "cache"), pki_dir=str(root / "minion" / "pki"),
+        extension_modules=str(root / "minion" / "extmods"),
+        file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
+        module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
+        utils_dirs=[str(TREE / "_utils")],
+    )
+    ret = Loaders(opts).modules.state.sls("salt_master").raw
+    failed = {k: v["comment"] for k, v in ret.items() if v["result"] is not True}
+    assert not failed, failed
+    (root / "etc" / "salt" / "master").write_text("")
+    return salt.config.master_config(str(root / "etc" / "salt" / "master"))
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("syndic-configs")
+    top = rendered_config(root / "top", {"id": "salt.top.kos-sy.test", "order_masters": True,
+                                         "syndics": ["kos-dev", "kos-prod"]})
+    envs = {env: rendered_config(root / env, {"id": f"salt.{domain(env)}",
+                                              "syndic_master": "127.0.0.1"})
+            for env in ENVIRONMENTS}
+    return top, envs
+
+
+def test_the_formula_configures_the_top_and_the_syndics(configs):
+    top, envs = configs
+    assert top["order_masters"] is True
+    assert top.get("syndic_master") in (None, "masterofmasters")  # Salt's default: unset
+    for conf in envs.values():
+        assert conf["syndic_master"] == "127.0.0.1"
+        assert conf["syndic_wait"] == 5
+        assert conf["order_masters"] is False
+
+
+@pytest.fixture(scope="module")
+def topology(salt_factories, configs):
+    top_conf, env_confs = configs
+    syndic_ids = {f"salt.{domain(env)}" for env in ENVIRONMENTS}
+
+    def accept_syndics_only(master, payload):
+        # As kos does on a top master: the expected syndics' keys, nothing else.
+        if payload["act"] == "pend" and payload["id"] in syndic_ids:
+            master.salt_key_cli().run("--yes", "--accept", payload["id"])
+
+    top = salt_factories.salt_master_daemon(
+        "salt.top.kos-sy.test",
+        overrides={key: top_conf[key] for key in ("order_masters",)},
+        on_auth_event_callback=accept_syndics_only,
+    )
+    started = []
+
+    def environment(env):
+        conf = env_confs[env]
+        syndic = top.salt_syndic_daemon(
+            f"salt.{domain(env)}",
+            overrides={key: conf[key] for key in TOPOLOGY if key.startswith("syndic_")},
+        )
+        # salt-factories points the syndic at the top's port; the address is the formula's
+        assert syndic.config["syndic_master"] == conf["syndic_master"]
+        minion = syndic.master.salt_minion_daemon(f"k8s-cp-1.{domain(env)}")
+        # (the syndic's own minion, on the environment's master, is not needed here)
+        for daemon in (syndic.master, syndic, minion):
+            started.append(daemon)
+            daemon.start(start_timeout=180)
+        return env, syndic
+
+    with top.started(start_timeout=180):
+        try:
+            with ThreadPoolExecutor(len(ENVIRONMENTS)) as pool:
+                envs = dict(pool.map(environment, ENVIRONMENTS))
+            yield top, envs
+        finally:
+            for daemon in reversed(started):
+                daemon.terminate()
+
+
+def answered(cli, target):
+    # A top cannot know which minions sit behind its syndics: it waits out its --timeout
+    # (each syndic passes its minions' returns up within syndic_wait), so keep that short.
+    ret = cli.run("test.ping", minion_tgt=target, _timeout=120)
+    return sorted(m for m, value in (ret.data or {}).items() if value is True)
+
+
+def minions_of(env):
+    return [f"k8s-cp-1.{domain(env)}"]
+
+
+def test_a_command_on_the_top_reaches_every_environment(topology):
+    top, _ = topology
+    cli = top.salt_cli(timeout=10)
+    assert answered(cli, "*") == sorted(minions_of("dev") + minions_of("prod"))
+    # one environment, by its domain
+    assert answered(cli, f"*.{domain('prod')}") == minions_of("prod")
+
+
+def test_an_environment_master_reaches_only_its_own(topology):
+    _, envs = topology
+    for env, syndic in envs.items():
+        assert answered(syndic.master.salt_cli(timeout=10), "*") == minions_of(env)
+
+
+def test_an_environment_master_works_while_the_top_is_down(topology):
+    top, envs = topology
+    top.terminate()
+    try:
+        assert answered(envs["dev"].master.salt_cli(timeout=10), "*") == minions_of("dev")
+    finally:
+        top.start(start_timeout=180)
+    # the syndics join again by themselves
+    deadline = time.monotonic() + 120
+    while True:
+        found = answered(top.salt_cli(timeout=10), "*")
+        if found == sorted(minions_of("dev") + minions_of("prod")) or time.monotonic() > deadline:
+            break
+    assert found == sorted(minions_of("dev") + minions_of("prod"))
