@@ -144,19 +144,8 @@ class OpenStackBackend(Backend):
         return cloud.read_consoles(self.conn, self.state.cluster)
 
     def read_master_consoles(self, clusters):
-        """
-        ``{cluster: (minion id, kos.trust record) of its salt master, or None}`` for other
-        clusters in this project: on a top master, their masters join as syndics, with
-        their minion keys.
-        """
-        found = dict.fromkeys(clusters)
-        for server in self.conn.compute.servers(details=True):
-            meta = server.metadata or {}
-            if (meta.get("kos_cluster") in found and meta.get("kos_role") == "salt_master"
-                    and server.status == "ACTIVE"):
-                found[meta["kos_cluster"]] = (meta.get("kos_minion_id") or server.name,
-                                              cloud.console_record(self.conn, server))
-        return found
+        """Other clusters' salt masters and what their consoles printed (syndics)."""
+        return cloud.read_master_consoles(self.conn, clusters)
 
     def plan(self, inputs, plan_file):
         self.state.ensure()

@@ -509,6 +509,27 @@ def read_consoles(conn, cluster):
     return records
 
 
+def read_master_consoles(conn, clusters):
+    """
+    ``{cluster: (minion id, trust record) of its active salt master, or None}`` for other
+    clusters of the project: on a top master, their masters join as syndics with their
+    minion keys.
+    """
+    from openstack import exceptions
+
+    found = dict.fromkeys(clusters)
+    for server in conn.compute.servers(details=True):
+        meta = server.metadata or {}
+        if (meta.get("kos_cluster") not in found or meta.get("kos_role") != "salt_master"
+                or server.status != "ACTIVE"):
+            continue
+        try:
+            found[meta["kos_cluster"]] = (_minion_id(server), console_record(conn, server))
+        except (exceptions.HttpException, exceptions.SDKException):
+            continue
+    return found
+
+
 def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
     """
     Until every server of the cluster has run its first boot, read from the console as an

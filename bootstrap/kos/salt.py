@@ -305,6 +305,12 @@ def locked_error(event):
     )
 
 
+def _refuse_odd_ids(ids, kind):
+    for mid in ids:
+        if not MINION_ID.match(mid):
+            raise ConvergeError(f"refusing {kind} id {mid!r}: not a plain host name")
+
+
 class SaltMaster:
     def __init__(self, ssh):
         self.ssh = ssh
@@ -353,9 +359,7 @@ class SaltMaster:
         Refused keys stay pending and end the step with one error.
         """
         wanted = sorted(only if only is not None else expected)
-        for mid in expected:
-            if not MINION_ID.match(mid):
-                raise ConvergeError(f"refusing minion id {mid!r}: not a plain host name")
+        _refuse_odd_ids(expected, "minion")
 
         def progress(event):
             ui.detail(f"waiting for keys of: {', '.join(event.get('missing', []))}")
@@ -409,9 +413,7 @@ class SaltMaster:
         waiting are cluster names.
         """
         ids = {cluster: found[0] for cluster, found in masters.items() if found}
-        for mid in ids.values():
-            if not MINION_ID.match(mid):
-                raise ConvergeError(f"refusing syndic id {mid!r}: not a plain host name")
+        _refuse_odd_ids(ids.values(), "syndic")
         consoles = {found[0]: found[1] for found in masters.values() if found}
         keys = self.keys()
         newly, unverified = self._accept_verified(

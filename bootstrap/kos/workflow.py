@@ -143,6 +143,17 @@ SSH_HOSTS = (
 )
 
 
+def _console_reader(dep, name):
+    """The backend's reader of consoles ``name``, or None where no cloud can be read
+    (``--outputs`` runs). The local cloud's backend reads them through the OpenStack
+    backend it wraps."""
+    if dep.settings.outputs_file:
+        return None
+    return getattr(dep.backend, name, None) or getattr(
+        getattr(dep.backend, "openstack", None), name, None
+    )
+
+
 def console_records(dep, needed=()):
     """
     What the servers' consoles printed (``kos.trust`` records by minion id), as recorded
@@ -153,11 +164,8 @@ def console_records(dep, needed=()):
     records = store.load()
     if not [m for m in needed if not trust.has_marks(records.get(m))]:
         return records
-    # The local cloud's backend reads consoles through the OpenStack backend it wraps.
-    reader = getattr(dep.backend, "read_consoles", None) or getattr(
-        getattr(dep.backend, "openstack", None), "read_consoles", None
-    )
-    if reader is None or dep.settings.outputs_file or dep.consoles_read:
+    reader = _console_reader(dep, "read_consoles")
+    if reader is None or dep.consoles_read:
         return records
     dep.consoles_read = True
     try:
@@ -171,16 +179,11 @@ def console_records(dep, needed=()):
 def syndic_masters(dep, clusters):
     """
     The salt masters of the environments that join this top master as syndics:
-    ``{cluster: (minion id, console record) or None}``, from the cloud's consoles (the local
-    cloud's backend reads them through the OpenStack backend it wraps). None for all where
-    no cloud can be read (``--outputs`` runs).
+    ``{cluster: (minion id, console record) or None}``, from the cloud's consoles; None for
+    all where no cloud can be read.
     """
-    reader = getattr(dep.backend, "read_master_consoles", None) or getattr(
-        getattr(dep.backend, "openstack", None), "read_master_consoles", None
-    )
-    if reader is None or dep.settings.outputs_file:
-        return dict.fromkeys(clusters)
-    return reader(clusters)
+    reader = _console_reader(dep, "read_master_consoles")
+    return reader(clusters) if reader else dict.fromkeys(clusters)
 
 
 def accept_syndics(dep, master, clusters):

@@ -232,6 +232,19 @@ def test_first_boot_records_each_servers_marks_reading_the_whole_console_when_ne
     assert ("s-1", None) in api.calls
 
 
+def test_a_top_master_finds_the_syndic_clusters_masters_and_their_consoles():
+    dev = server("s-9", "salt", CONSOLE.replace(FQDN, "salt.dev.internal"))
+    dev.metadata = {"kos_cluster": "kos-dev", "kos_role": "salt_master",
+                    "kos_minion_id": "salt.dev.internal"}
+    node = server("s-8", "k8s-worker-1", CONSOLE)
+    node.metadata = {"kos_cluster": "kos-dev", "kos_role": "worker"}
+    conn, _ = conn_of(dev, node)
+    found = cloud.read_master_consoles(conn, ["kos-dev", "kos-prod"])
+    assert found["kos-prod"] is None
+    mid, record = found["kos-dev"]
+    assert mid == "salt.dev.internal" and record["minion_keys"] == [FINGER]
+
+
 def test_first_boot_names_a_server_that_booted_without_an_address(capsys):
     said = CONSOLE.replace(
         "cloud-init[130]: kos: first boot done",
