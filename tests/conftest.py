@@ -20,11 +20,11 @@ _prebuild = {}
 # directory is one unit of work and its set-ups run once. The end-to-end tests are the
 # longest unit: the short directories ride with them so that they start first (xdist hands
 # out the unit with the most tests first) while the other process works through the rest.
-# (On a fresh machine the clusters wait for the prebuild's images anyway: the short
-# directories, functional's included, fill that wait; measured per directory, see the
-# run's "time per test directory".)
+# (On a fresh machine the cluster waits for the prebuild's images and Kubernetes anyway:
+# the short directories, functional's and the kubeadm upgrade's Salt lab included, fill
+# that wait; measured per directory, see the run's "time per test directory".)
 XDIST_UNITS = {"e2e": "cloud", "unit": "cloud", "standins": "cloud", "terraform": "cloud",
-               "functional": "cloud"}
+               "functional": "cloud", "integration_kubeadm_upgrade": "cloud"}
 
 
 def unit_of_work(nodeid):

@@ -520,11 +520,17 @@ def test_status_shows_every_node(converged, operator, outputs):
     assert f"{certs['days_left']} days left" in table.stdout
 
 
+def _gone_already(func, path, exc_info):
+    # the master's own job cache cleaner may remove a job first
+    if not issubclass(exc_info[0], FileNotFoundError):
+        raise exc_info[1]
+
+
 def test_status_still_knows_the_last_converge_once_the_job_cache_let_it_go(
         converged, operator, outputs, master):
     # what keep_jobs_seconds does to the highstates an hour later
     jobs = Path(master.config["cachedir"]) / "jobs"
-    shutil.rmtree(jobs)
+    shutil.rmtree(jobs, onerror=_gone_already)
     jobs.mkdir(mode=0o700)
     res = operator("status", "--outputs", outputs["path"], "--json", check=0)
     doc = json.loads(res.stdout)

@@ -11,6 +11,7 @@ consoles, and from inside the hosts' network namespaces.
 """
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -47,6 +48,30 @@ CLUSTERS = {
         "private_cidr": "10.249.0.0/24",
     },
 }
+# The clusters make test brings up: the kubeadm one only. Kubernetes is real there, and the
+# cloud's path (Terraform, first boot, keys, converge) is the same for both distributions;
+# on the rehearsal cloud microk8s runs the stand-ins, which tests/integration drive through
+# real Salt, and `make demo` brings up. Its cluster costs a third of the run on two cores:
+# KOS_E2E_CLUSTERS=microk8s,kubeadm adds it.
+E2E_CLUSTERS = [name.strip() for name in
+                os.environ.get("KOS_E2E_CLUSTERS", "kubeadm").split(",") if name.strip()]
+_unknown = sorted(set(E2E_CLUSTERS) - set(CLUSTERS))
+if _unknown or not E2E_CLUSTERS:
+    raise pytest.UsageError(f"KOS_E2E_CLUSTERS names {', '.join(_unknown) or 'nothing'}: "
+                            f"use a comma-separated list of {', '.join(CLUSTERS)}")
+
+
+def first_of_run(cluster):
+    """Whether ``cluster`` is the run's first: what is the same for both runs there."""
+    return cluster.values["kubernetes_distribution"] == E2E_CLUSTERS[0]
+
+
+def once(cluster, why):
+    """Skip on every cluster but the run's first: ``why`` is the same for both."""
+    if not first_of_run(cluster):
+        pytest.skip(f"once is enough: {why}")
+
+
 # What the rehearsal cloud offers every tenant (kos.local.openstack.seed).
 CLOUD_VALUES = {
     "external_network_name": "public",
@@ -189,10 +214,9 @@ UP_TIMEOUT = 1500
 
 # One cluster per distribution for every module of this package (each costs minutes);
 # test_teardown.py, last in collection order, takes them down and checks what is left.
-# In CLUSTERS' order, microk8s first: its cluster needs only the images, so on a fresh
-# machine the Kubernetes build (the prebuild's last and longest) goes on while the microk8s
-# tests run.
-@pytest.fixture(scope="package", params=list(CLUSTERS))
+# In CLUSTERS' order, microk8s first when it runs: its cluster needs only the images, so on
+# a fresh machine the Kubernetes build (the prebuild's last and longest) goes on meanwhile.
+@pytest.fixture(scope="package", params=[name for name in CLUSTERS if name in E2E_CLUSTERS])
 def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported fixture
     values = cluster_values(request.param, ssh_agent.public_key)
     work = tmp_path_factory.mktemp(f"kose2e-{request.param}")

@@ -17,7 +17,7 @@ import pytest
 
 from kos.local import net as local_net
 from tests.bootstrap.conftest import Kos
-from tests.e2e.conftest import Listener, connects, tcp_peer_seen_by_listener
+from tests.e2e.conftest import Listener, connects, once, tcp_peer_seen_by_listener
 
 pytestmark = pytest.mark.netns
 
@@ -146,8 +146,7 @@ def test_only_the_bastion_leads_into_the_private_network(cluster):
 
 
 def test_salt_master_rebuilt_on_its_volume_keeps_its_minions(cluster):
-    if cluster.values["kubernetes_distribution"] != "microk8s":
-        pytest.skip("once is enough: the microk8s cluster rebuilds its master")
+    once(cluster, "a master is rebuilt the same way on either distribution")
     before = cluster.server("salt").id
     res = cluster.kos("up", *cluster.args, "--yes", "--replace", "salt", timeout=1800)
     assert res.returncode == 0, res.stderr[-4000:]
@@ -202,8 +201,7 @@ def inventory(conn):
 
 
 def test_preflight_reads_the_real_clouds_images_flavors_and_quotas(cluster, tmp_path):
-    if cluster.values["kubernetes_distribution"] != "microk8s":
-        pytest.skip("once is enough: the real API answers the same for both clusters")
+    once(cluster, "the real API answers the same for both clusters")
     conn = cluster.conn()
     before = inventory(conn)
     res = openstack_path(cluster, {"kube_node_flavor": "m1.huge", "base_image": "debian-13"},
@@ -223,8 +221,7 @@ def test_preflight_reads_the_real_clouds_images_flavors_and_quotas(cluster, tmp_
 
 
 def test_preflight_names_a_rejected_credential(cluster, tmp_path):
-    if cluster.values["kubernetes_distribution"] != "microk8s":
-        pytest.skip("once is enough: Keystone answers the same for both clusters")
+    once(cluster, "Keystone answers the same for both clusters")
     clouds = Path(cluster.kos.env["XDG_CONFIG_HOME"]) / "openstack" / "clouds.yaml"
     text = re.sub(r"(application_credential_secret: )\S+", r"\1not-the-secret", clouds.read_text())
     assert "not-the-secret" in text
