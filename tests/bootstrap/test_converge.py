@@ -44,7 +44,7 @@ import yaml
 from kos import workflow
 
 from tests.bootstrap.conftest import REPO, Kos, base_env, start_sshd, stop_process
-from tests.integration.conftest import NetnsMinion, kill_standin_daemons
+from tests.integration.conftest import MASTER_TIMING, NetnsMinion, kill_standin_daemons
 from tests.netlab import NetLab, can_use_netns
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
@@ -205,7 +205,7 @@ def master(salt_factories, lab, pillar_dir, srv):
             "file_roots": {"base": [str(srv / "salt"), str(srv / "test")]},
             "pillar_roots": {"base": [str(srv / "pillar"), str(pillar_dir)]},
             "minion_data_cache": True,
-            "timeout": 60,
+            **MASTER_TIMING,
         },
         # kos accepts keys, not the test harness.
         on_auth_event_callback=lambda _master, _payload: None,

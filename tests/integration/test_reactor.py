@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import (
-    REPO, Deployment, converged, host_layer, kill_standin_daemons, netns_minion,
+    MASTER_TIMING, REPO, Deployment, converged, host_layer, kill_standin_daemons, netns_minion,
 )
 from tests.netlab import NetLab, can_use_netns
 
@@ -91,8 +91,7 @@ def rt_master(salt_factories, lab, rt_deployment):
             "file_roots": {"base": [str(REPO / "salt" / "salt")]},
             "pillar_roots": {"base": [str(REPO / "pillar"), str(rt_deployment.pillar_dir)]},
             "minion_data_cache": True,
-            "timeout": 60,
-            "gather_job_timeout": 60,
+            **MASTER_TIMING,
             "reactor": reactor_setting(),
         },
     )

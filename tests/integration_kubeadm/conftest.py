@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Deployment, NetnsMinion
+from tests.integration.conftest import MASTER_TIMING, Deployment, NetnsMinion
 from tests.netlab import NetLab, can_use_netns
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,7 +183,7 @@ def salt_master(salt_factories, netlab, deployment, pillar_dir):
             "file_roots": {"base": [str(REPO / "salt" / "salt")]},
             "pillar_roots": {"base": [str(REPO / "pillar"), str(pillar_dir)]},
             "minion_data_cache": True,
-            "timeout": 60,
+            **MASTER_TIMING,
         },
     )
     with factory.started(start_timeout=120):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Deployment, NetnsMinion
+from tests.integration.conftest import MASTER_TIMING, Deployment, NetnsMinion
 from tests.integration_kubeadm.conftest import (
     REPO, host_layer, instance_uuid, minion_environ, root_of, stop_daemons,
 )
@@ -127,7 +127,7 @@ def salt_master(salt_factories, netlab, deployment):
             "file_roots": {"base": [str(REPO / "salt" / "salt")]},
             "pillar_roots": {"base": [str(REPO / "pillar"), str(deployment.pillar_dir)]},
             "minion_data_cache": True,
-            "timeout": 60,
+            **MASTER_TIMING,
         },
     )
     with factory.started(start_timeout=120):
