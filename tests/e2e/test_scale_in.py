@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from kos import local
 from kos.local import hosts as local_hosts
 from kos.local import net as local_net
 
@@ -108,9 +109,9 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
             wrong = {h: r for h, r in seen.items()
                      if r != {c: ip for c, ip in want.items() if c != nodes[h]["pod_cidr"]}}
             return not wrong, wrong
-        # the other nodes learn the new worker's CIDR on their next sync (the rehearsal
-        # cloud's kubeadm:network:sync_seconds, 60 s)
-        wait_for("pod routes that do not match the nodes", routes_in_line, timeout=240)
+        # the other nodes learn the new worker's CIDR on one of their next syncs
+        sync = local.pillar_layer()["kubeadm"]["network"]["sync_seconds"]
+        wait_for("pod routes that do not match the nodes", routes_in_line, timeout=4 * sync)
 
     status = cluster.kos("status", *cluster.args, "--json")
     assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-2000:]

@@ -67,11 +67,11 @@ def pillar_layer(version=None):
                      "key_url": f"file://{here}/deb/{kubernetes.keyring_name()}"},
             "images": {"archive_dir": f"{here}/images"},
             "containerd": {"cni_bin_dir": "/usr/lib/cni", "restrict_oom_score_adj": True},
-            # kube-router is not served by the module proxy in a version without known
-            # flaws, and this kernel has no IPVS for its service proxy
-            # routes follow the nodes within a minute: each sync is a Salt job and a kubectl
-            # (~0.7 s of a core), which every kubelet host of this 2-core machine ran
-            # three times a minute at the formula's 20 s
+            # routed: kube-router is not served by the module proxy in a version without
+            # known flaws, and this kernel has no IPVS for its service proxy. Routes follow
+            # the nodes within a minute: each sync is a Salt job and a kubectl (~0.7 s of a
+            # core), which every kubelet host of this 2-core machine ran three times a
+            # minute at the formula's 20 s.
             "network": {"mode": "routed", "sync_seconds": 60},
             "kube_proxy": {"conntrack_max_per_core": 0},
             "ccm": {"enabled": False},
