@@ -42,6 +42,10 @@ class Backend(ABC):
         backend without one (kos creates the cloud-controller-manager's credential there)."""
         return None
 
+    def before_orchestration(self, distribution):
+        """Make ready what the orchestration's nodes take from this cloud (the rehearsal
+        cloud's Kubernetes mirror); the cloud's set-up may have started it."""
+
     def pillar_layers(self):
         """``{file name: text}`` of pillar layers this cloud writes beside the Terraform one
         (``_*.sls``, kept by every push of the repository's pillar)."""

@@ -139,6 +139,37 @@ def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):
     assert (mirror / "core:/stable:/v1.32").resolve() == later
 
 
+def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_nodes_need_it(
+        monkeypatch, tmp_path):
+    """The build starts in a process of its own when the cloud is set up; the orchestration's
+    hook waits for it (its lock) and reports what the build reports: here, a machine
+    without Go gets the one error that says to install it, and no half-made build."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
+    version = kubernetes.pinned_version()
+    backend = local.LocalBackend.__new__(local.LocalBackend)
+    pid = kubernetes.start()
+    assert pid
+    with pytest.raises(kubernetes.PreflightError, match="Go is needed") as err:
+        backend.before_orchestration("kubeadm")
+    assert "apt-get install golang" in err.value.fix
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+    log = kubernetes.root(version).with_name(kubernetes.root(version).name + ".start.log")
+    assert "Go is needed" in log.read_text()
+    assert not kubernetes.built(version)
+    assert sorted(p.name for p in kubernetes.root(version).parent.iterdir()) == [
+        f".{version}.lock", log.name]
+    # microk8s on this cloud is the stand-ins: nothing to wait for
+    backend.before_orchestration("microk8s")
+    # built: nothing starts, and the hook only links the minor
+    kubernetes.root(version).mkdir(parents=True)
+    (kubernetes.root(version) / kubernetes.MARKER).touch()
+    assert kubernetes.start() is None
+    backend.before_orchestration("kubeadm")
+    assert (kubernetes.root(version).parent / kubernetes.minor_dir(version)).resolve() == (
+        kubernetes.root(version))
+
+
 def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     layer = local.pillar_layer("v1.31.4")["kubeadm"]

@@ -179,7 +179,8 @@ class LocalBackend(Backend):
         host_image = rootfs.layer().ensure()
         provider.ensure()
         if not self.simulates(values["kubernetes_distribution"]):
-            kubernetes.ensure()
+            # Built while the cloud boots and Terraform applies (before_orchestration waits).
+            kubernetes.start()
         avoid = [values[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")]
         try:
             name = self.cloud.ensure(avoid, host_image, tenant_name=values["cluster_name"])
@@ -230,6 +231,17 @@ class LocalBackend(Backend):
             return None
         self._environment()
         return self.openstack.conn
+
+    def before_orchestration(self, distribution):
+        if self.simulates(distribution):
+            return
+        version = kubernetes.pinned_version()
+        if kubernetes.built(version):
+            kubernetes.ensure(version)
+            return
+        with ui.step(f"Kubernetes {version} for the cloud's mirror (built once per machine; "
+                     f"log: {kubernetes.root(version)}.log)"):
+            kubernetes.ensure(version)
 
     def pillar_layers(self):
         return {"_cloud.sls": "# Written by kos for its rehearsal cloud: its mirror, and what "

@@ -239,6 +239,24 @@ def ensure(version=None):
     return path
 
 
+def start(version=None):
+    """Start building ``version`` in a process of its own, unless it is built: the PID, or
+    None. ``kos up`` boots the cloud and applies Terraform meanwhile (the nodes need the
+    mirror only when the orchestration installs Kubernetes, and take it from ``ensure``,
+    which waits on the build's lock). The build outlives an interrupted ``kos up``: the
+    re-run waits for it, as for any second build of a version."""
+    version = version or pinned_version()
+    if built(version):
+        return None
+    log = root(version).with_name(root(version).name + ".start.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", __name__, version],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return proc.pid
+
+
 class _Title:
     causes = "Go module proxy, disk space"
 
