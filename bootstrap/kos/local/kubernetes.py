@@ -251,7 +251,9 @@ def start(version=None):
     log = root(version).with_name(root(version).name + ".start.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", __name__, version],
+        # (runpy warns that kos.local imported this module before it ran it as __main__)
+        proc = subprocess.Popen([sys.executable, "-W", "ignore::RuntimeWarning:runpy", "-m",
+                                 __name__, version],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     return proc.pid
