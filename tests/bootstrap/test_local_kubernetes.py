@@ -6,6 +6,7 @@ layout, the mirror's pillar. The build itself runs for real in the end-to-end te
 """
 
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -168,6 +169,29 @@ def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_n
     backend.before_orchestration("kubeadm")
     assert (kubernetes.root(version).parent / kubernetes.minor_dir(version)).resolve() == (
         kubernetes.root(version))
+
+
+def _relink(root, rounds):
+    versions = [root / "v1.32.3-r3", root / "v1.32.4-r3"]
+    for i in range(rounds):
+        kubernetes._link_minor(versions[i % 2], ("v1.32.3", "v1.32.4")[i % 2])
+
+
+def test_processes_that_link_the_minor_at_once_all_succeed(tmp_path):
+    """kos up, its background build and the prebuild link the minor the moment the build
+    they waited for ends (the prebuild once died there on another's temporary link)."""
+    for name in ("v1.32.3-r3", "v1.32.4-r3"):
+        (tmp_path / name).mkdir()
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_relink, args=(tmp_path, 300)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+    assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
+    link = tmp_path / "core:" / "stable:" / "v1.32"
+    assert link.resolve() in {tmp_path / "v1.32.3-r3", tmp_path / "v1.32.4-r3"}
+    assert [p.name for p in link.parent.iterdir()] == ["v1.32"]
 
 
 def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path):

@@ -211,7 +211,9 @@ def _link_minor(path, version):
     target = os.path.relpath(path, link.parent)
     if link.is_symlink() and os.readlink(link) == target:
         return
-    tmp = link.with_name(link.name + ".new")
+    # A name of this process's own: kos up, its background build and the test suite's
+    # prebuild all link once the build they waited for is there, at the same moment.
+    tmp = link.with_name(f"{link.name}.{os.getpid()}.new")
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target)
     os.replace(tmp, link)
