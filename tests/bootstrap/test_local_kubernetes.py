@@ -155,7 +155,7 @@ def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_n
         backend.before_orchestration("kubeadm")
     assert "apt-get install golang" in err.value.fix
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
-    log = kubernetes.root(version).with_name(kubernetes.root(version).name + ".start.log")
+    log = kubernetes.log_path(version, "start.log")
     assert "Go is needed" in log.read_text() and "Warning" not in log.read_text()
     assert not kubernetes.built(version)
     assert sorted(p.name for p in kubernetes.root(version).parent.iterdir()) == [

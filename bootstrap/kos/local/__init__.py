@@ -18,6 +18,7 @@ the test stand-ins (tests/standins), and everything kos reports about such a clu
 "simulated".
 """
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -236,11 +237,11 @@ class LocalBackend(Backend):
         if self.simulates(distribution):
             return
         version = kubernetes.pinned_version()
-        if kubernetes.built(version):
-            kubernetes.ensure(version)
-            return
-        with ui.step(f"Kubernetes {version} for the cloud's mirror (built once per machine; "
-                     f"log: {kubernetes.root(version)}.log)"):
+        # Announced only when it waits for a build (otherwise it links the minor, at once).
+        waiting = contextlib.nullcontext() if kubernetes.built(version) else ui.step(
+            f"Kubernetes {version} for the cloud's mirror (built once per machine; "
+            f"log: {kubernetes.log_path(version)})")
+        with waiting:
             kubernetes.ensure(version)
 
     def pillar_layers(self):

@@ -191,6 +191,12 @@ def root(version):
     return provider.cache_root() / "kubernetes" / f"{version}-r{RECIPE}"
 
 
+def log_path(version, kind="log"):
+    """Beside the build: ``<dir>.log`` (the build's commands) and ``<dir>.start.log`` (what
+    the background build that ``start`` launched printed)."""
+    return root(version).with_name(f"{root(version).name}.{kind}")
+
+
 def built(version):
     """Whether ``version`` is built on this machine already."""
     return (root(version) / MARKER).exists()
@@ -250,7 +256,7 @@ def start(version=None):
     version = version or pinned_version()
     if built(version):
         return None
-    log = root(version).with_name(root(version).name + ".start.log")
+    log = log_path(version, "start.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
         # (runpy warns that kos.local imported this module before it ran it as __main__)
@@ -276,7 +282,7 @@ def _build(version, path):
     tmp = path.with_name(path.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    log = path.with_name(path.name + ".log")
+    log = log_path(version)
     log.write_text(f"kos: building Kubernetes {version} ({path.name})\n")
     ui.info(f"building Kubernetes {version} from source (once; log: {log})")
     started = time.monotonic()
