@@ -41,12 +41,19 @@ locals {
   }
   first_control_plane = "k8s-cp-1"
 
+  # Salt's transport, for the master and every minion of this environment. A master of
+  # masters runs on tcp: Salt 3008's salt-syndic cannot pass returns up over zeromq (its
+  # synchronous request channel times out; measured with 3008.3, unchanged in 3008.5),
+  # and a syndic talks to its top over its own master's transport.
+  salt_transport = var.syndic_master != null || var.top_master != null ? "tcp" : "zeromq"
+
   # Only a bcrypt hash goes to the VMs, and only when asked for.
   root_password_hash = var.set_root_password ? bcrypt(var.root_password) : null
 
   cloud_init = {
     domain                = local.domain
     salt_master_ip        = local.salt_master_ip
+    salt_transport        = local.salt_transport
     deploy_user           = var.deploy_user
     ssh_public_keys       = var.ssh_public_keys
     salt_version          = var.salt_version
@@ -152,6 +159,7 @@ locals {
         syndic_master = var.syndic_master
         order_masters = var.top_master != null
         syndics       = var.top_master != null ? var.top_master.syndics : []
+        transport     = local.salt_transport
       }
       bastion = {
         id          = "bastion.${local.domain}"

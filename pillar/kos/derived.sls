@@ -41,3 +41,15 @@ schedule:
     run_on_start: False
     return_job: False
 {%- endif %}
+{%- if 'salt_master' in roles and kos.get('salt_master', {}).get('syndic_master') %}
+
+# A master that joins a top master checks every minute that its salt-syndic still listens
+# to the top, and restarts it when the top publishes again after a restart (Salt 3008's
+# syndic does not subscribe again by itself: salt://_modules/kos_syndic.py).
+schedule:
+  kos-syndic:
+    function: kos_syndic.heal
+    minutes: 1
+    run_on_start: False
+    return_job: False
+{%- endif %}

@@ -61,8 +61,9 @@ run "default_master_stays_private" {
       syndic_master = null
       order_masters = false
       syndics       = []
+      transport     = "zeromq"
     }
-    error_message = "without syndic_master or top_master the pillar says: no top master, not a top master, no syndics"
+    error_message = "without syndic_master or top_master the pillar says: no top master, not a top master, no syndics, Salt's default transport"
   }
 
   assert {
@@ -134,6 +135,7 @@ run "top_master" {
       syndic_master = null
       order_masters = true
       syndics       = ["prod-eu", "staging"]
+      transport     = "tcp"
     }
     error_message = "a top master's pillar carries its floating IP, order_masters and the syndics' cluster names"
   }
@@ -153,6 +155,18 @@ run "syndic_of_a_top_master" {
       yamldecode(output.salt_pillar).kos.salt_master.floating_ip == null
     )
     error_message = "the pillar must name the top master the syndic joins (kos:salt_master:syndic_master)"
+  }
+
+  assert {
+    condition = (
+      yamldecode(output.salt_pillar).kos.salt_master.transport == "tcp" &&
+      one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : yamldecode(file.content) if file.path == "/etc/salt/master.d/kos.conf"]) == { transport = "tcp" } &&
+      alltrue([
+        for user_data in concat(values(nonsensitive(module.nodes.user_data)), [nonsensitive(module.bastion.user_data), nonsensitive(module.salt_master.user_data)]) :
+        one([for file in yamldecode(user_data).write_files : yamldecode(file.content).transport if file.path == "/etc/salt/minion.d/kos.conf"]) == "tcp"
+      ])
+    )
+    error_message = "a syndic's environment runs on Salt's tcp transport, master and every minion from first boot (Salt 3008's syndic cannot pass returns up over zeromq)"
   }
 
   assert {

@@ -73,7 +73,7 @@ run "bootstrapper_outputs" {
           pod_cidr     = "10.244.0.0/16"
           service_cidr = "10.96.0.0/12"
         }
-        salt_master = { id = "salt.example.internal", ip = "10.20.0.10", floating_ip = null, syndic_master = null, order_masters = false, syndics = [] }
+        salt_master = { id = "salt.example.internal", ip = "10.20.0.10", floating_ip = null, syndic_master = null, order_masters = false, syndics = [], transport = "zeromq" }
         bastion     = { id = "bastion.example.internal", ip = "10.20.0.1", public_ip = "10.0.0.10", floating_ip = "203.0.113.10" }
         nodes = {
           "k8s-cp-1.example.internal"     = { role = "control_plane", ip = "10.20.0.20", availability_zone = "az-a", floating_ip = "203.0.113.11" }

@@ -24,11 +24,16 @@ run "minion_settings" {
       startswith(user_data, "#cloud-config\n") &&
       yamldecode(user_data).hostname == name &&
       yamldecode(user_data).fqdn == "${name}.kos.internal" &&
-      one([for file in yamldecode(user_data).write_files : yamldecode(file.content) if file.path == "/etc/salt/minion.d/kos.conf"]) == { id = "${name}.kos.internal", master = "10.20.0.10", rejected_retry = true } &&
+      one([for file in yamldecode(user_data).write_files : yamldecode(file.content) if file.path == "/etc/salt/minion.d/kos.conf"]) == { id = "${name}.kos.internal", master = "10.20.0.10", rejected_retry = true, transport = "zeromq" } &&
       strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/etc/hosts"]), "10.20.0.10 salt.kos.internal salt\n") &&
       strcontains(yamldecode(user_data).final_message, "kos: cloud-init finished on ${name}.kos.internal")
     ])
-    error_message = "every VM's cloud-config must set hostname, FQDN, minion id, the master's address, /etc/hosts and the final line"
+    error_message = "every VM's cloud-config must set hostname, FQDN, minion id, the master's address and transport (Salt's default, zeromq, without a master of masters), /etc/hosts and the final line"
+  }
+
+  assert {
+    condition     = one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : yamldecode(file.content) if file.path == "/etc/salt/master.d/kos.conf"]) == { transport = "zeromq" }
+    error_message = "the master's first boot must start it on its minions' transport (the salt_master formula takes the file over)"
   }
 
   assert {

@@ -300,16 +300,12 @@ def test_without_the_filter_no_config_names_it(tmp_path_factory):
     assert stat.S_IMODE((root / "cache").stat().st_mode) == 0o700
 
 
-def shown(tmp_path, facts):
-    """The salt_master states for a master with ``kos:salt_master`` = ``facts``, compiled
-    (state.show_sls) with its service managed, as on a cloud."""
+def formula(tmp_path, pillar):
+    """Salt's loaders for the master's own minion, with ``pillar`` as its whole pillar."""
     pillar_dir = tmp_path / "pillar"
     pillar_dir.mkdir()
     (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - data\n")
-    (pillar_dir / "data.sls").write_text(yaml.safe_dump({
-        "kos": {"salt_master": facts},
-        "salt_master": {"config_file": str(tmp_path / "kos.conf"),
-                        "cachedir": str(tmp_path / "cache")}}))
+    (pillar_dir / "data.sls").write_text(yaml.safe_dump(pillar))
     opts = salt.config.minion_config(None)
     opts.update(id=MASTER_ID, file_client="local", root_dir=str(tmp_path / "minion"),
                 cachedir=str(tmp_path / "minion" / "cache"),
@@ -318,7 +314,16 @@ def shown(tmp_path, facts):
                 file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
                 module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
                 utils_dirs=[str(TREE / "_utils")])
-    return Loaders(opts).modules.state.show_sls("salt_master")
+    return Loaders(opts).modules
+
+
+def shown(tmp_path, facts):
+    """The salt_master states for a master with ``kos:salt_master`` = ``facts``, compiled
+    (state.show_sls) with its service managed, as on a cloud."""
+    return formula(tmp_path, {
+        "kos": {"salt_master": facts},
+        "salt_master": {"config_file": str(tmp_path / "kos.conf"),
+                        "cachedir": str(tmp_path / "cache")}}).state.show_sls("salt_master")
 
 
 def test_a_master_that_joins_a_top_runs_its_syndic_restarted_after_the_master(tmp_path):
@@ -339,3 +344,63 @@ def test_a_master_without_a_top_runs_no_syndic(tmp_path):
     states = shown(tmp_path, {"id": MASTER_ID})
     assert "salt_master-syndic-service-running" not in states
     assert "salt_master-syndic-restart-deferred" not in states
+
+
+def applied_with(tmp_path, facts, written=None, minions=(), **kwargs):
+    """The salt_master state applied for ``kos:salt_master`` = ``facts``, on a master whose
+    config file holds ``written`` (None: none yet) and whose accepted keys are ``minions``;
+    returns the state's result and the config file."""
+    conf = tmp_path / "master.d" / "kos.conf"
+    if written is not None:
+        conf.parent.mkdir(parents=True)
+        conf.write_text(written)
+    pki = tmp_path / "pki" / "master"
+    (pki / "minions").mkdir(parents=True)
+    for name in minions:
+        (pki / "minions" / name).write_text("-----BEGIN PUBLIC KEY-----\n")
+    modules = formula(tmp_path, {
+        "kos": {"salt_master": facts},
+        "salt_master": {"config_file": str(conf), "cachedir": str(tmp_path / "cache"),
+                        "pki_dir": str(pki), "manage_service": False,
+                        "job_cache_filter": False}})
+    return modules.state.sls("salt_master", **kwargs).raw, conf
+
+
+def transport_of(conf):
+    (conf.parent.parent / "master").write_text(f"default_include: {conf.parent.name}/*.conf\n")
+    return salt.config.master_config(str(conf.parent.parent / "master"))["transport"]
+
+
+def test_a_master_of_masters_topology_runs_on_tcp_from_first_boot(tmp_path):
+    # First boot: cloud-init wrote the transport only; the minions have their keys accepted.
+    ret, conf = applied_with(
+        tmp_path, {"id": MASTER_ID, "syndic_master": "203.0.113.7", "transport": "tcp"},
+        written="transport: tcp\n", minions=(MASTER_ID, WORKER))
+    assert all(v["result"] is True for v in ret.values()), ret
+    assert transport_of(conf) == "tcp"
+    assert "order_masters" not in conf.read_text()
+
+
+def test_a_master_on_its_own_keeps_salts_default_transport(tmp_path):
+    ret, conf = applied_with(tmp_path, {"id": MASTER_ID, "transport": "zeromq"},
+                             minions=(MASTER_ID, WORKER))
+    assert all(v["result"] is True for v in ret.values()), ret
+    assert transport_of(conf) == "zeromq"
+
+
+@pytest.mark.parametrize("test_mode", [False, True])
+def test_a_master_with_minions_refuses_to_switch_transport(tmp_path, test_mode):
+    # A master kos configured before it joined a top: its config names no transport, and
+    # its minions run on zeromq.
+    before = "auto_accept: false\nkeep_jobs_seconds: 3600\n"
+    ret, conf = applied_with(
+        tmp_path, {"id": MASTER_ID, "syndic_master": "203.0.113.7", "transport": "tcp"},
+        written=before, minions=(MASTER_ID, WORKER, FIRST), test=test_mode)
+    (guard,) = [v for k, v in ret.items() if "salt_master-transport-unchanged" in k]
+    assert guard["result"] is False
+    assert guard["name"].startswith(
+        "kos:salt_master:transport: this master and its 2 minions run on zeromq, the pillar "
+        "asks for tcp")
+    assert all(v["result"] is not True for k, v in ret.items() if "config-file" in k)
+    assert conf.read_text() == before  # nothing changed
+    assert transport_of(conf) == "zeromq"

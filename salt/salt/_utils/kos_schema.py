@@ -265,6 +265,8 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
                               "environments' masters join it as syndics."),
         "syndics": listing("Cluster names whose masters may join this top master.",
                            text("cluster name", "name")),
+        "transport": choice("Salt's transport for this master and its minions (Terraform's: "
+                            "tcp in a master-of-masters topology).", ["zeromq", "tcp"]),
     }, required=True),
     "bastion": section("The bastion.", {
         "id": text("Minion id.", "minion-id"),
@@ -384,6 +386,7 @@ SALT_MASTER = section("The salt master's configuration.", {
                                      "does not read before dropping it", 1, 86400),
     "reactor": flag("Converge a minion kos expects when it starts (salt/minion/<id>/start)."),
     "cachedir": path("The master's cache directory (the job cache and the mine), kept 0700."),
+    "pki_dir": path("The master's key directory (its minions/ holds the accepted keys)."),
     # Salt's clean-up runs about hourly: less than a minute would keep nothing `kos status`
     # could read, more than a week is what the job cache should never hold.
     "keep_jobs_seconds": seconds("How long a job stays in the job cache", 60, 7 * DAY),

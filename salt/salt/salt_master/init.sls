@@ -26,6 +26,33 @@ salt_master-init-file-managed-{{ module }}:
 {%- endfor %}
 {%- endif %}
 
+{#- The transport this master runs on now: what its config says (Salt's default before kos
+    wrote one). Its minions connect on it; switching the master alone would cut them off. #}
+{%- set running = {'transport': 'zeromq'} %}
+{%- if salt['file.file_exists'](salt_master.config_file) %}
+{%-   set written = salt['file.read'](salt_master.config_file) | load_yaml %}
+{%-   do running.update({'transport': (written or {}).get('transport') or 'zeromq'}) %}
+{%- endif %}
+{%- set minions_dir = salt_master.pki_dir ~ '/minions' %}
+{%- set others = [] %}
+{%- if running.transport != salt_master.transport and salt['file.directory_exists'](minions_dir) %}
+{%-   for name in salt['file.readdir'](minions_dir) if name not in ('.', '..', grains['id']) %}
+{%-     do others.append(name) %}
+{%-   endfor %}
+{%- endif %}
+{%- if others %}
+
+salt_master-transport-unchanged:
+  test.fail_without_changes:
+    - name: >-
+        kos:salt_master:transport: this master and its {{ others | length }} minions run
+        on {{ running.transport }}, the pillar asks for {{ salt_master.transport }}
+        (Terraform sets tcp when syndic_master or top_master is set). Switching the master
+        alone would cut its minions off, so nothing was changed. Joining a master of
+        masters needs an environment created with syndic_master (or top_master) set;
+        unset it again to keep this one as it is.
+{%- endif %}
+
 salt_master-config-file-managed:
   file.managed:
     - name: {{ salt_master.config_file }}
@@ -35,11 +62,16 @@ salt_master-config-file-managed:
     - mode: '0644'
     - context:
         cfg: {{ salt_master | tojson }}
-{%- if salt_master.job_cache_filter %}
+{%- if others or salt_master.job_cache_filter %}
     - require:
+{%- if others %}
+      - test: salt_master-transport-unchanged
+{%- endif %}
+{%- if salt_master.job_cache_filter %}
 {%- for kind, module in extmods %}
       - file: salt_master-init-file-managed-{{ module }}
 {%- endfor %}
+{%- endif %}
 {%- endif %}
 {%- if salt_master.manage_service %}
 

@@ -76,6 +76,7 @@ locals {
       deploy_user        = var.cloud_init.deploy_user
       ssh_public_keys    = var.cloud_init.ssh_public_keys
       salt_master_ip     = var.cloud_init.salt_master_ip
+      salt_transport     = var.cloud_init.salt_transport
       hosts              = merge(var.cloud_init.hosts, { (name) = node.private_ip })
       root_password_hash = var.root_password_hash
       firstboot = templatefile("${path.module}/../../cloud-init/kos-firstboot.sh.tftpl", {

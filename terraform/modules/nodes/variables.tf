@@ -123,6 +123,7 @@ variable "cloud_init" {
   type = object({
     domain                = string
     salt_master_ip        = string
+    salt_transport        = string
     deploy_user           = string
     ssh_public_keys       = list(string)
     salt_version          = string
@@ -130,7 +131,7 @@ variable "cloud_init" {
     salt_bootstrap_sha256 = optional(string)
     hosts                 = map(string)
   })
-  description = "Settings shared by every VM's cloud-init: domain, Salt master address, deploy user and keys, Salt installation, /etc/hosts entries (hostname => IP)."
+  description = "Settings shared by every VM's cloud-init: domain, Salt master address and transport, deploy user and keys, Salt installation, /etc/hosts entries (hostname => IP)."
 }
 
 variable "root_password_hash" {
