@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from . import distributions
 from .errors import ConvergeError, InputError
 
 ROLES_NOT_GIVEN = {"admin"}
@@ -58,8 +59,7 @@ def control_planes(outputs):
 
 def wanted(outputs):
     """Only the kubeadm distribution runs the OpenStack cloud-controller-manager."""
-    pillar = yaml.safe_load(outputs.get("salt_pillar") or "") or {}
-    return (pillar.get("kos") or {}).get("distribution") == "kubeadm"
+    return distributions.planned(outputs) == "kubeadm"
 
 
 def existing(conn, cluster):

@@ -15,6 +15,13 @@ import yaml
 from .errors import ConvergeError
 
 
+def planned(outputs):
+    """The distribution Terraform deploys (``kos:distribution`` in its ``salt_pillar``
+    output), known before any minion answers."""
+    pillar = yaml.safe_load(outputs.get("salt_pillar") or "") or {}
+    return (pillar.get("kos") or {}).get("distribution")
+
+
 def _one(master, node, fun, *args):
     ret = master.salt([node], fun, *args).get(node)
     if ret is None:

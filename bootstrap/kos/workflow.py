@@ -778,7 +778,7 @@ def converge(dep, always=True, exclude=(), limit=()):
             always=always,
         )
 
-        dep.backend.before_orchestration(pillar_of(outputs).get("kos", {}).get("distribution"))
+        dep.backend.before_orchestration(distributions.planned(outputs))
         # The orchestration's side of --exclude/--limit (orch.deploy reads these pillar keys).
         pillar = {"exclude": sorted(exclude), "limit": sorted(limit)}
         steps.run(
