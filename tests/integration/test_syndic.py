@@ -173,7 +173,7 @@ def test_an_environment_master_reaches_only_its_own(topology):
 
 
 @pytest.fixture
-def kos_syndic(monkeypatch, configs):
+def kos_syndic(monkeypatch):
     """salt://_modules/kos_syndic.py through Salt's loader, as an environment's master runs
     it (the module loads where salt-syndic is installed: here, this virtualenv's)."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
