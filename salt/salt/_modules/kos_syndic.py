@@ -16,6 +16,7 @@ import socket
 import time
 
 import salt.utils.path
+import salt.utils.process
 
 try:
     import psutil
@@ -56,14 +57,11 @@ def _addresses(host, port):
 
 
 def _process(pidfile):
+    pid = salt.utils.process.get_pidfile(pidfile)
     try:
-        with open(pidfile, encoding="ascii") as fh:
-            pid = int(fh.read().strip())
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc
-    except (OSError, ValueError, psutil.Error):
+        return None if proc.status() == psutil.STATUS_ZOMBIE else proc
+    except (ValueError, psutil.Error):  # -1: no pidfile; or no such process
         return None
 
 

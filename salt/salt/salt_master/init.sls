@@ -1,4 +1,4 @@
-{%- from "salt_master/map.jinja" import salt_master, extmods with context %}
+{%- from "salt_master/map.jinja" import salt_master, extmods, salt_default_transport with context %}
 
 # The job cache and the mine hold what minions returned and published: root only. Salt
 # creates these 0755 and, once they exist, never changes their mode.
@@ -28,11 +28,11 @@ salt_master-init-file-managed-{{ module }}:
 
 {#- The transport this master runs on now: what its config says (Salt's default before kos
     wrote one). Its minions connect on it; switching the master alone would cut them off. #}
-{%- set running = {'transport': 'zeromq'} %}
+{%- set written = {} %}
 {%- if salt['file.file_exists'](salt_master.config_file) %}
-{%-   set written = salt['file.read'](salt_master.config_file) | load_yaml %}
-{%-   do running.update({'transport': (written or {}).get('transport') or 'zeromq'}) %}
+{%-   do written.update(salt['file.read'](salt_master.config_file) | load_yaml or {}) %}
 {%- endif %}
+{%- set running = {'transport': written.get('transport') or salt_default_transport} %}
 {%- set minions_dir = salt_master.pki_dir ~ '/minions' %}
 {%- set others = [] %}
 {%- if running.transport != salt_master.transport and salt['file.directory_exists'](minions_dir) %}
