@@ -10,7 +10,7 @@ import salt.modules.config
 import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import SALT_TREE, load, utils
 
 mod = load("modules", "kos")
 state = load("states", "kos")
@@ -56,6 +56,10 @@ def m(state_dir, pillar):
         "microk8s.status": create_autospec(microk8s.status, return_value={
             "running": None, "worker": True, "high_availability": {"nodes": []}}),
         "microk8s.is_clustered": create_autospec(microk8s.is_clustered, return_value=True),
+        # the formulas' defaults.yaml, as the master's file server hands them over
+        "cp.get_file_str": lambda path, saltenv="base": (
+            SALT_TREE / path.removeprefix("salt://")).read_text(),
+        "saltutil.refresh_pillar": create_autospec(lambda wait=False: True, return_value=True),
     }
     return mocks
 
@@ -66,7 +70,8 @@ def configure_loader_modules(m, pillar):
     return {
         mod: {"__utils__": utils(), "__salt__": m, "__opts__": opts, "__pillar__": pillar},
         state: {"__salt__": {"kos.record_converged": mod.record_converged,
-                             "kos.validate_pillar": mod.validate_pillar},
+                             "kos.validate_pillar": mod.validate_pillar,
+                             "saltutil.refresh_pillar": m["saltutil.refresh_pillar"]},
                 "__opts__": opts},
     }
 
@@ -92,7 +97,8 @@ def test_a_node_never_converged_needs_its_highstate(m):
 def test_a_converged_node_needs_nothing_until_its_inputs_change(pillar):
     assert mod.record_converged(tree="t1") is True
     assert mod.converge_need(tree="t1") == {
-        "highstate": [], "learn": False, "sync": False, "kubernetes": mod._kubernetes(pillar)}
+        "highstate": [], "learn": False, "sync": False, "kubernetes": mod._kubernetes(pillar),
+        "problems": None}
     # another state tree: its modules too may have changed
     assert mod.converge_need(tree="t2")["highstate"] == ["the state tree changed"]
     assert mod.converge_need(tree="t2")["sync"] is True
@@ -117,6 +123,32 @@ def test_another_worker_is_news_for_hosts_only(pillar):
     # another control plane is an input of every node (kubeadm's load balancer lists them)
     pillar["kos"]["nodes"]["k8s-cp-2.example.com"] = {"role": "control_plane", "ip": "10.1.0.12"}
     assert mod.converge_need(tree="t1")["highstate"] == ["pillar changed: kos:nodes"]
+
+
+def test_a_pillar_change_is_judged_on_the_answers_own_compile(m, pillar):
+    """A node that takes part, with the modules of this tree, says what is wrong with the
+    pillar it compiled: no refresh and no validation job before the wave."""
+    pillar["kos"]["networks"] = {"public_cidr": "10.0.0.0/24", "private_cidr": "10.1.0.0/24"}
+    mod.record_converged(tree="t1")
+    pillar["core"]["locale"] = "de_DE.UTF-8"
+    need = mod.converge_need(tree="t1")
+    assert need["highstate"] == ["pillar changed: core"] and need["problems"] == []
+    pillar["core"]["hostnme"] = "x"
+    problems = mod.converge_need(tree="t1")["problems"]
+    assert len(problems) == 1 and "'core:hostnme'" in problems[0], problems
+    # another tree: its schema may differ, judged after the sync instead
+    assert mod.converge_need(tree="t2")["problems"] is None
+    # the first control plane issues join credentials: judged though it needs nothing
+    del pillar["core"]["hostnme"]
+    mod.record_converged(tree="t1")
+    assert mod.converge_need(tree="t1")["problems"] is None
+    mod.__opts__["id"] = "k8s-cp-1.example.com"
+    try:
+        mod.record_converged(tree="t1")
+        need = mod.converge_need(tree="t1")
+        assert need["highstate"] == [] and need["problems"] == []
+    finally:
+        mod.__opts__["id"] = ME
 
 
 def test_a_node_that_left_its_cluster_needs_its_highstate(m):
@@ -159,6 +191,20 @@ def test_the_converged_state_notes_only_a_run_that_succeeded(state_dir, monkeypa
     ret = state.converged("t1")
     assert ret["result"] is True and ret["changes"] == {}
     assert (state_dir / mod.CONVERGED_RECORD).exists() is noted, ret
+
+
+def test_the_converged_state_refreshes_the_pillar_only_when_asked_and_noted(m, state_dir):
+    refresh = m["saltutil.refresh_pillar"]
+    assert "refreshed" not in state.converged("t1")["comment"]
+    refresh.assert_not_called()
+    ret = state.converged("t1", refresh_pillar=True)
+    assert ret["result"] is True and ret["changes"] == {}
+    assert ret["comment"].endswith("its in-memory pillar is being refreshed"), ret
+    refresh.assert_called_once_with(wait=False)
+    # a node never converged whole notes nothing, and asks for nothing
+    (state_dir / mod.CONVERGED_RECORD).unlink()
+    state.converged("t1", members_only=True, refresh_pillar=True)
+    assert refresh.call_count == 1
 
 
 def test_the_converged_state_notes_nothing_in_test_mode(state_dir):

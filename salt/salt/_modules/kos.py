@@ -49,10 +49,13 @@ def check_pillar(pillar, defaults=None):
     return __utils__["kos_schema.check"](pillar, defaults)
 
 
-def pillar_errors():
+def pillar_errors(pillar=None):
     """
     Return this minion's pillar problems, one line per bad key naming the key and the
     fix; empty when the pillar is valid. The top file asks this before it reads any value.
+
+    pillar
+        The pillar to judge; by default the one this job was given.
 
     CLI Example:
 
@@ -60,7 +63,7 @@ def pillar_errors():
 
         salt '*' kos.pillar_errors
     """
-    pillar = _pillar()
+    pillar = _pillar() if pillar is None else pillar
     # A layer that does not render leaves the rest of the pillar incomplete: say that first.
     render_errors = pillar.get("_errors") or []
     if render_errors:
@@ -255,6 +258,13 @@ def converge_need(tree=None):
         For a Kubernetes node: its role, whether it is the first control plane, and
         whether it is initialised / joined (None when that could not be told).
 
+    ``problems``
+        What is wrong with the pillar just compiled (``pillar_errors``; empty: valid),
+        judged when this node takes part (it needs its highstate, or it is the first
+        control plane, which issues join credentials) and its extension modules, the
+        pillar schema among them, are those of this state tree. None when not judged
+        here: the orchestration judges it after syncing (``prepare_converge``).
+
     tree
         Digest of the state tree the orchestration serves now.
 
@@ -284,11 +294,16 @@ def converge_need(tree=None):
             reasons.append("pillar changed: " + ", ".join(changed))
     if kubernetes and not kubernetes["joined"]:
         reasons.append("not initialised" if kubernetes["first"] else "not joined")
+    sync = tree is None or not record.get("pillar") or record.get("tree") != tree
+    # Judged on this compile, a pillar change costs no refresh and no validation job
+    # before the wave; an older schema would misjudge it, so a node to sync waits.
+    judged = not sync and (reasons or (kubernetes or {}).get("first"))
     return {
         "highstate": reasons,
         "learn": record.get("members") != now["members"],
-        "sync": tree is None or not record.get("pillar") or record.get("tree") != tree,
+        "sync": sync,
         "kubernetes": kubernetes,
+        "problems": pillar_errors(pillar) if judged else None,
     }
 
 

@@ -32,7 +32,7 @@ def pillar_valid(name):
     return ret
 
 
-def converged(name, members_only=False):
+def converged(name, members_only=False, refresh_pillar=False):
     """
     Note what this highstate was made of (``kos.record_converged``), so the next
     orchestration leaves this node alone while none of it changes: the state tree digest
@@ -42,6 +42,10 @@ def converged(name, members_only=False):
 
     members_only
         Only /etc/hosts learned the deployment's members: note just those.
+
+    refresh_pillar
+        Once noted, ask the minion to refresh its in-memory pillar (its schedule, its mine
+        functions), without waiting: the orchestration did not refresh it before this run.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
     # Salt hands __running__ over frozen: every result is a Mapping, not a dict
@@ -61,6 +65,9 @@ def converged(name, members_only=False):
         return ret
     ret["comment"] = ("noted what this converge was made of" if noted
                       else "nothing noted: this node was never converged whole")
+    if noted and refresh_pillar:
+        __salt__["saltutil.refresh_pillar"](wait=False)
+        ret["comment"] += "; its in-memory pillar is being refreshed"
     return ret
 
 

@@ -556,6 +556,8 @@ PILLAR = s.DictItem(
                 "learn": flag("The run only teaches /etc/hosts the deployment's members."),
                 "join_nodes": listing("Minion ids a credentials or revoke run is for.",
                                       text("minion id", "minion-id")),
+                "refresh": listing("Minion ids that refresh their in-memory pillar once "
+                                   "their highstate is noted.", text("minion id", "minion-id")),
                 "force_renewal": flag("A certificates run renews whatever is left."),
             }),
         # Salt's own pillar keys: a minion's pillar refresh always sets schedule, and

@@ -13,8 +13,11 @@
       4. the minions that need no highstate but must learn new members: /etc/hosts only.
     A pillar change on a converged cluster is one parallel highstate; a converged
     cluster with nothing changed runs none. Before anything changes, every minion taking
-    part answers, refreshes and validates its pillar; those whose extension modules may
-    be stale (no answer, or last converged with another state tree) sync them first.
+    part answers and its pillar is judged valid: in its answer (compiled fresh for it),
+    when its extension modules are those of this state tree; otherwise (no answer, or
+    last converged with another state tree) it syncs them, refreshes its pillar and
+    validates it first. A node whose pillar was judged in its answer refreshes its
+    in-memory pillar at the end of its highstate.
 
     exclude: these minions take part in nothing.
     limit:   only these minions are converged, plus what they need from the first control
@@ -142,7 +145,21 @@ kos-orch-deploy-not-yet:
 {#- Extension modules are synced where they may be stale: a minion that did not answer,
     or whose last converge was made of another state tree. #}
 {%- set syncing = prepared | reject('in', current) | list %}
-{%- set run = {'tree': tree} %}
+{#- Their pillar was judged on the answer's fresh compile: no refresh, no validation job;
+    the others (to sync, or forced without a reason of their own) are judged after a
+    refresh. Bad pillar anywhere stops the run before anything changes. #}
+{%- set invalid = [] %}
+{%- set checking = syncing | list %}
+{%- for minion in prepared | reject('in', syncing) %}
+{%- set problems = (need.get(minion) or {}).get('problems') %}
+{%- if problems is none %}
+{%- do checking.append(minion) %}
+{%- elif problems %}
+{%- do invalid.append(minion ~ ': ' ~ problems | join('; ')) %}
+{%- endif %}
+{%- endfor %}
+{#- Whose in-memory pillar no refresh renews before their highstate: it ends with one. #}
+{%- set run = {'tree': tree, 'refresh': highstated | reject('in', checking) | list} %}
 {%- set reasons = [] %}
 {%- for minion in highstated | sort %}
 {%- do reasons.append(minion ~ ' (' ~ (why.get(minion) or ['not initialised']) | join('; ') ~ ')') %}
@@ -174,9 +191,17 @@ kos-orch-deploy-silent:
     - name: {{ ('no answer from ' ~ silent | join(', ') ~ ': start them, or leave them out (pillar exclude)') | tojson }}
     - require:
       - kos-orch-deploy-plan
+{%- elif invalid %}
+
+# Bad pillar stops everything here, before any node changes.
+kos-orch-deploy-validate:
+  test.fail_without_changes:
+    - name: {{ ('invalid pillar on ' ~ invalid | join(' | ')) | tojson }}
+    - require:
+      - kos-orch-deploy-plan
 {%- elif everyone %}
 {%- set last = ['kos-orch-deploy-plan'] %}
-{%- if prepared %}
+{%- if checking %}
 {#- Only the kinds of extension module a minion loads (the formula's engines and returners
     are the master's, installed by the salt_master formula): saltutil.sync_all would ask the
     master for a listing of the whole state tree once for each of its 19 kinds. The pillar
@@ -200,7 +225,7 @@ kos-orch-deploy-sync-{{ kind }}:
 kos-orch-deploy-refresh-pillar:
   salt.function:
     - name: saltutil.refresh_pillar
-    - tgt: {{ prepared | join(',') }}
+    - tgt: {{ checking | join(',') }}
     - tgt_type: list
     - timeout: {{ wave_timeout }}
     - kwarg:
@@ -210,11 +235,12 @@ kos-orch-deploy-refresh-pillar:
 {%- do last.append('kos-orch-deploy-refresh-pillar') %}
 
 # Bad pillar stops everything here, before any node changes; a node whose pillar is valid
-# puts its private IP in the mine, before any /etc/hosts is written.
+# puts its private IP in the mine, before any /etc/hosts is written (a node judged by its
+# answer put its own there when it was converged first).
 kos-orch-deploy-validate:
   salt.function:
     - name: kos.prepare_converge
-    - tgt: {{ prepared | join(',') }}
+    - tgt: {{ checking | join(',') }}
     - tgt_type: list
     - timeout: {{ wave_timeout }}
     - require:
@@ -238,8 +264,11 @@ kos-orch-deploy-first-control-plane:
 {%- if learners %}
 {#- New members, nothing else: /etc/hosts learns them, no highstate. Before any join: the
     first control plane refuses a node whose name it cannot resolve (CLI reference A.7.3).
-    In parts like the wave's, not Salt's batch (see the wave). #}
-{%- for part in learners | batch(part_size(learners) | int) %}
+    In parts, not Salt's batch (see the wave); a learner asks a fifth or less of what a
+    highstate asks of the master (its pillar and two small SLS files), so a part holds
+    five of the wave's, and the parts are even. #}
+{%- set learn_parts = ((learners | length) / (part_size(learners) | int * 5)) | round(0, 'ceil') | int %}
+{%- for part in learners | slice(learn_parts) %}
 {%- set sid = 'kos-orch-deploy-learn' ~ ('' if loop.first else '-' ~ loop.index) %}
 
 {{ sid }}:
