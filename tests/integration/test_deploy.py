@@ -345,6 +345,39 @@ def test_an_unknown_minion_in_the_options_changes_nothing(deployed, salt_run, ho
     assert tree_snapshot(host_roots) == before
 
 
+def test_a_rebuilt_first_control_plane_is_refused_before_anything_changes(
+        deployed, salt_run, salt_cli, deployment, host_roots):
+    """k8s-cp-1's server came back empty (no microk8s) while the workers are still joined
+    to the cluster it initialised: initialising it would start a second cluster. The run
+    names it and the way out, and changes nothing; excluded, the others converge."""
+    cp = deployment.fqdn("k8s-cp-1")
+    binary = host_roots / "k8s-cp-1" / "snap" / "bin" / "microk8s"
+    aside = binary.with_name("microk8s.kos-aside")
+    binary.rename(aside)
+    try:
+        assert salt_cli.run("saltutil.refresh_modules", "async=False", minion_tgt=cp).returncode == 0
+        before = tree_snapshot(host_roots)
+        ret, steps = orchestrate(salt_run)
+        assert ret.returncode != 0
+        assert list(step_results(steps)) == ["kos-orch-deploy-first-control-plane-lost"], steps
+        name = next(iter(steps.values()))["name"]
+        workers = ", ".join(deployment.fqdn(n) for n in ("k8s-worker-1", "k8s-worker-2"))
+        assert name.startswith(f"the first control plane {cp} holds no cluster, but {workers}"
+                               " joined the cluster it initialised: initialising it would "
+                               "start a second cluster, so nothing changed"), name
+        assert f"pillar exclude [{cp}]" in name, name
+        assert tree_snapshot(host_roots) == before
+
+        ret, steps = orchestrate(salt_run, {"exclude": [cp]})
+        assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
+        assert "kos-orch-deploy-first-control-plane" not in by_id(steps)
+    finally:
+        aside.rename(binary)
+        salt_cli.run("saltutil.refresh_modules", "async=False", minion_tgt=cp)
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0 and highstated(steps) == {}, json.dumps(steps, default=str)[:4000]
+
+
 def standin_microk8s(deployment, host_roots, name, *args):
     """The microk8s stand-in run by hand on a host (never through Salt)."""
     host = deployment.lab.hosts[name]

@@ -89,7 +89,7 @@ def test_a_node_never_converged_needs_its_highstate(m):
     assert need["highstate"] == ["never converged by kos"]
     assert need["sync"] is True
     assert need["kubernetes"] == {"role": "worker", "first": False, "initialised": True,
-                                  "joined": True}
+                                  "joined": True, "fresh": False}
     # the pillar is compiled fresh and unmasked: a changed secret is a change
     m["pillar.items"].assert_called_once_with(unmask=True)
 
@@ -161,7 +161,32 @@ def test_a_node_that_left_its_cluster_needs_its_highstate(m):
 
 def test_a_node_without_microk8s_has_not_joined(m):
     del m["microk8s.status"]
-    assert mod.converge_need()["kubernetes"]["joined"] is False
+    k8s = mod.converge_need()["kubernetes"]
+    assert k8s["joined"] is False and k8s["fresh"] is True
+
+
+def test_a_stopped_node_keeps_its_cluster(m):
+    """Stopped, microk8s is not initialised, but its datastore is there: not fresh, so the
+    orchestration starts it rather than taking it for a rebuilt server."""
+    m["microk8s.status"].return_value = {"running": False, "worker": False, "stopped": True,
+                                         "high_availability": {"nodes": []}}
+    k8s = mod.converge_need()["kubernetes"]
+    assert (k8s["initialised"], k8s["fresh"]) == (False, False)
+
+
+def test_a_kubeadm_first_control_plane_never_initialised_is_fresh(m, pillar):
+    pillar["kos"]["distribution"] = "kubeadm"
+    m["kubeadm.init_status"] = create_autospec(lambda kube_dir=None: None,
+                                               return_value={"initialized": False})
+    mod.__opts__["id"] = "k8s-cp-1.example.com"
+    try:
+        k8s = mod.converge_need()["kubernetes"]
+        assert (k8s["first"], k8s["initialised"], k8s["fresh"]) == (True, False, True)
+        m["kubeadm.init_status"].return_value = {"initialized": True}
+        k8s = mod.converge_need()["kubernetes"]
+        assert (k8s["initialised"], k8s["fresh"]) == (True, False)
+    finally:
+        mod.__opts__["id"] = ME
 
 
 def test_last_converged_is_the_nodes_own_record(m, monkeypatch):

@@ -183,7 +183,9 @@ def _distribution(pillar):
 
 def _kubernetes(pillar):
     """This node's place in the cluster: role, and whether it is initialised or joined
-    (None: could not tell). None for a host that is no Kubernetes node."""
+    (None: could not tell), and whether it is ``fresh``: it holds nothing of a cluster (no
+    microk8s snap; kubeadm never initialised or joined it), as a server rebuilt under the
+    node's name would. None for a host that is no Kubernetes node."""
     kos = pillar.get("kos") or {}
     me = __opts__["id"]
     node = (kos.get("nodes") or {}).get(me)
@@ -192,9 +194,11 @@ def _kubernetes(pillar):
     distribution = _distribution(pillar)
     first = kos.get("first_control_plane") == me
     role = node.get("role")
-    ret = {"role": role, "first": first, "initialised": False, "joined": False}
+    ret = {"role": role, "first": first, "initialised": False, "joined": False, "fresh": True}
     try:
         if distribution == "microk8s" and "microk8s.status" in __salt__:
+            # a stopped node keeps its datastore: not fresh, though not initialised
+            ret["fresh"] = False
             st = __salt__["microk8s.status"]()
             ret["initialised"] = bool(st["running"] or st["worker"])
             ret["joined"] = ret["initialised"] and (first or __salt__["microk8s.is_clustered"]())
@@ -211,8 +215,9 @@ def _kubernetes(pillar):
                     me.split(".")[0].lower(), control_plane=role == "control_plane",
                     stacked_etcd=not external, kube_dir=kube_dir)
                 ret["joined"] = bool(st["joined"])
+            ret["fresh"] = not ret["joined"]
     except (CommandExecutionError, KeyError, TypeError) as exc:
-        ret.update(initialised=None, joined=None, error=str(exc))
+        ret.update(initialised=None, joined=None, fresh=None, error=str(exc))
     return ret
 
 

@@ -169,12 +169,23 @@ kos-orch-deploy-not-yet:
 {%- set summary = summary ~ '; /etc/hosts learns new members: ' ~ learners | sort | join(', ') %}
 {%- endif %}
 {%- do salt['log.info']('kos orch.deploy: ' ~ summary) %}
+{#- A first control plane that holds nothing of a cluster while other nodes are joined to
+    it: its server was rebuilt. Initialising it would start a second cluster. #}
+{%- set first_k8s = (need.get(first) or {}).get('kubernetes') or {} %}
+{%- set still_joined = is_joined | reject('equalto', first) | list %}
 {%- if first and first in exclude and joining %}
 
 kos-orch-deploy-options:
   test.fail_without_changes:
 {%- set problem = 'the first control plane ' ~ first ~ ' is excluded, but ' ~ joining | join(', ') %}
     - name: {{ (problem ~ ' must join with a credential it issues: do not exclude it') | tojson }}
+{%- elif first in targets and first_k8s.get('fresh') is sameas true and still_joined %}
+
+kos-orch-deploy-first-control-plane-lost:
+  test.fail_without_changes:
+{%- set problem = 'the first control plane ' ~ first ~ ' holds no cluster, but ' ~ still_joined | sort | join(', ') ~ ' joined the cluster it initialised' %}
+{%- set fix = 'initialising it would start a second cluster, so nothing changed; bring back its server with its disk (kos cannot rebuild the first control plane yet), and meanwhile converge the others with pillar exclude [' ~ first ~ ']' %}
+    - name: {{ (problem ~ ': ' ~ fix) | tojson }}
 {%- else %}
 
 # What this run converges and why (the name says it).
