@@ -6,7 +6,6 @@ it, compiled by Salt from the repository's pillar tree: on a master that joins a
 master only.
 """
 
-import os
 import shutil
 import socket
 import subprocess
@@ -18,7 +17,8 @@ import pytest
 import salt.config
 import salt.pillar
 import yaml
-from saltfactories.utils.functional import Loaders
+
+from tests.formula_loader import formula_modules
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = REPO / "salt" / "salt"
@@ -27,12 +27,7 @@ MASTER = "salt.kos-sd.test"
 
 @pytest.fixture
 def modules(monkeypatch):
-    # the module loads where salt-syndic is installed: here, this virtualenv's
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    opts = salt.config.minion_config(None)
-    opts.update(id=MASTER, file_client="local", module_dirs=[str(TREE / "_modules")],
-                utils_dirs=[str(TREE / "_utils")])
-    return Loaders(opts).modules
+    return formula_modules(monkeypatch, MASTER)
 
 
 @pytest.fixture

@@ -11,8 +11,6 @@ own minions, and an environment's master keeps serving its minions while the top
 and its syndic is back once the top is (kos_syndic, the master's scheduled repair).
 """
 
-import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +19,8 @@ import pytest
 import salt.config
 import yaml
 from saltfactories.utils.functional import Loaders
+
+from tests.formula_loader import formula_modules
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = REPO / "salt" / "salt"
@@ -176,11 +176,7 @@ def test_an_environment_master_reaches_only_its_own(topology):
 def kos_syndic(monkeypatch):
     """salt://_modules/kos_syndic.py through Salt's loader, as an environment's master runs
     it (the module loads where salt-syndic is installed: here, this virtualenv's)."""
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    opts = salt.config.minion_config(None)
-    opts.update(id="salt.dev.kos-sy.test", file_client="local",
-                module_dirs=[str(TREE / "_modules")], utils_dirs=[str(TREE / "_utils")])
-    return Loaders(opts).modules
+    return formula_modules(monkeypatch, "salt.dev.kos-sy.test")
 
 
 def link(kos_syndic, top, syndic, **kwargs):

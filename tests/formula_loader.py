@@ -1,0 +1,22 @@
+"""The formula's execution modules (salt/salt/_modules) through Salt's own loader, as a
+minion with the given id loads them."""
+
+import os
+import sys
+from pathlib import Path
+
+import salt.config
+from saltfactories.utils.functional import Loaders
+
+TREE = Path(__file__).resolve().parents[1] / "salt" / "salt"
+
+
+def formula_modules(monkeypatch, minion_id):
+    """``__salt__`` of a minion ``minion_id`` that has the formula's modules. This
+    virtualenv's bin goes first on PATH: modules that load only where their daemon is
+    installed (kos_syndic: salt-syndic) find the virtualenv's."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    opts = salt.config.minion_config(None)
+    opts.update(id=minion_id, file_client="local", module_dirs=[str(TREE / "_modules")],
+                utils_dirs=[str(TREE / "_utils")])
+    return Loaders(opts).modules
