@@ -125,7 +125,7 @@ def test_another_worker_is_news_for_hosts_only(pillar):
     assert mod.converge_need(tree="t1")["highstate"] == ["pillar changed: kos:nodes"]
 
 
-def test_a_pillar_change_is_judged_on_the_answers_own_compile(m, pillar):
+def test_a_pillar_change_is_judged_on_the_answers_own_compile(m, pillar, monkeypatch):
     """A node that takes part, with the modules of this tree, says what is wrong with the
     pillar it compiled: no refresh and no validation job before the wave."""
     pillar["kos"]["networks"] = {"public_cidr": "10.0.0.0/24", "private_cidr": "10.1.0.0/24"}
@@ -142,13 +142,10 @@ def test_a_pillar_change_is_judged_on_the_answers_own_compile(m, pillar):
     del pillar["core"]["hostnme"]
     mod.record_converged(tree="t1")
     assert mod.converge_need(tree="t1")["problems"] is None
-    mod.__opts__["id"] = "k8s-cp-1.example.com"
-    try:
-        mod.record_converged(tree="t1")
-        need = mod.converge_need(tree="t1")
-        assert need["highstate"] == [] and need["problems"] == []
-    finally:
-        mod.__opts__["id"] = ME
+    monkeypatch.setitem(mod.__opts__, "id", CP)
+    mod.record_converged(tree="t1")
+    need = mod.converge_need(tree="t1")
+    assert need["highstate"] == [] and need["problems"] == []
 
 
 def test_a_node_that_left_its_cluster_needs_its_highstate(m):
@@ -174,19 +171,16 @@ def test_a_stopped_node_keeps_its_cluster(m):
     assert (k8s["initialised"], k8s["fresh"]) == (False, False)
 
 
-def test_a_kubeadm_first_control_plane_never_initialised_is_fresh(m, pillar):
+def test_a_kubeadm_first_control_plane_never_initialised_is_fresh(m, pillar, monkeypatch):
     pillar["kos"]["distribution"] = "kubeadm"
     m["kubeadm.init_status"] = create_autospec(lambda kube_dir=None: None,
                                                return_value={"initialized": False})
-    mod.__opts__["id"] = "k8s-cp-1.example.com"
-    try:
-        k8s = mod.converge_need()["kubernetes"]
-        assert (k8s["first"], k8s["initialised"], k8s["fresh"]) == (True, False, True)
-        m["kubeadm.init_status"].return_value = {"initialized": True}
-        k8s = mod.converge_need()["kubernetes"]
-        assert (k8s["initialised"], k8s["fresh"]) == (True, False)
-    finally:
-        mod.__opts__["id"] = ME
+    monkeypatch.setitem(mod.__opts__, "id", CP)
+    k8s = mod.converge_need()["kubernetes"]
+    assert (k8s["first"], k8s["initialised"], k8s["fresh"]) == (True, False, True)
+    m["kubeadm.init_status"].return_value = {"initialized": True}
+    k8s = mod.converge_need()["kubernetes"]
+    assert (k8s["initialised"], k8s["fresh"]) == (True, False)
 
 
 def test_last_converged_is_the_nodes_own_record(m, monkeypatch):

@@ -183,7 +183,7 @@ kos-orch-deploy-options:
 
 kos-orch-deploy-first-control-plane-lost:
   test.fail_without_changes:
-{%- set problem = 'the first control plane ' ~ first ~ ' holds no cluster, but ' ~ still_joined | sort | join(', ')
+{%- set problem = 'the first control plane ' ~ first ~ ' holds no cluster, but ' ~ still_joined | join(', ')
                    ~ ' joined the cluster it initialised' %}
 {%- set fix = 'initialising it would start a second cluster, so nothing changed; bring back its server with its disk'
                ~ ' (kos cannot rebuild the first control plane yet), and meanwhile converge the others with pillar exclude ['
