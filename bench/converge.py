@@ -30,6 +30,7 @@ and the next size runs. JSON goes to bench/results/ after every size; the table 
 Markdown, for the README) at the end.
 
 Needs root, like the local cloud. Run: .venv/bin/python bench/converge.py --workers 5 25
+(--steps add_one: only the fresh converge and the addition)
 """
 
 import argparse
@@ -148,8 +149,10 @@ def cpu_delta(before, after):
 
 
 class Bench:
-    def __init__(self, work, join_seconds, agent_env, baseline_max=1000, keep_failed=False):
+    def __init__(self, work, join_seconds, agent_env, baseline_max=1000, keep_failed=False,
+                 steps=STEPS):
         self.work = work
+        self.steps = steps
         self.keep_failed = keep_failed
         # clouds.yaml goes to the work directory, not to this user's own
         self.env = {**agent_env, "KOS_LOCAL_JOIN_SECONDS": str(join_seconds),
@@ -347,25 +350,31 @@ class Bench:
             self.down(small)
             self.create(small)
             self.measured(row, "fresh", small, lambda: self.converge_with(small, None))
-            self.measured(row, "noop", small, lambda: self.converge_with(small, None))
-            changed = self.changed_pillar(workers)
-            self.measured(row, "pillar", small, lambda: self.converge_with(small, changed))
-            self.measured(row, "direct", small, lambda: self.direct_highstate(small))
-            row["pillar_vs_direct"] = round(row["pillar"]["seconds"] / row["direct"]["seconds"],
-                                            2) if row["direct"]["seconds"] else None
-            # back to the repository's pillar (not measured), so adding a node is all that
-            # changes next
-            self.converge_with(small, None)
+            if "noop" in self.steps:
+                self.measured(row, "noop", small, lambda: self.converge_with(small, None))
+            if "pillar" in self.steps:
+                changed = self.changed_pillar(workers)
+                self.measured(row, "pillar", small, lambda: self.converge_with(small, changed))
+                self.measured(row, "direct", small, lambda: self.direct_highstate(small))
+                row["pillar_vs_direct"] = round(
+                    row["pillar"]["seconds"] / row["direct"]["seconds"], 2
+                ) if row["direct"]["seconds"] else None
+                # back to the repository's pillar (not measured), so adding a node is all
+                # that changes next
+                self.converge_with(small, None)
 
             def add_one():
                 self.kos("up", "--cloud", "local", "--var-file", bigger, "--yes",
                          "--wait-minions", 1800)
                 return {"seconds": self.converge_seconds(), "where": self.breakdown()}
 
-            self.measured(row, "add_one", bigger, add_one)
+            if "add_one" in self.steps:
+                self.measured(row, "add_one", bigger, add_one)
             teardown = self.down(bigger)
             if teardown:
                 raise RuntimeError(teardown)
+            if "batch1" not in self.steps:
+                return row
             if workers > self.baseline_max:
                 row["batch1"] = {"skipped": f"--baseline-max {self.baseline_max}"}
                 return row
@@ -400,6 +409,7 @@ def write_json(path, args, rows, peak):
         "control_planes": 1,
         "distribution": "microk8s (simulated)",
         "join_seconds": args.join_seconds,
+        "steps": ["fresh"] + list(args.steps),
         "machine": {"cpus": os.cpu_count(), "peak_memory_used_mib": peak},
         "runs": rows,
     }
@@ -462,6 +472,11 @@ def main():
     ap.add_argument("--baseline-max", type=int, default=1000,
                     help="run the batch-1 baseline only up to this many workers (it converges "
                     "one node at a time: at 50 workers and 30 s joins, about half an hour)")
+    ap.add_argument("--steps", nargs="+", choices=[s for s in STEPS if s not in ("fresh",
+                                                                                "direct")],
+                    default=[s for s in STEPS if s not in ("fresh", "direct")],
+                    help="which steps to measure after the fresh converge, which always "
+                    "runs (pillar includes the direct highstate); default: all")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / f"converge-{stamp}.json"),
                     help="where to write the figures")
@@ -478,7 +493,7 @@ def main():
     proc, env, public_key = agent(work)
     try:
         for join in args.join_seconds:
-            bench = Bench(work, join, env, args.baseline_max, args.keep_failed)
+            bench = Bench(work, join, env, args.baseline_max, args.keep_failed, args.steps)
             for n in args.workers:
                 print(f"bench: {n} workers, joins of {join:g} s ...", file=sys.stderr, flush=True)
                 row = bench.one(n, public_key)

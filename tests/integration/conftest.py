@@ -298,6 +298,11 @@ def converged(step):
     return names
 
 
+def ran_on(step):
+    """The minions a salt.function step ran on (its changes hold each one's return)."""
+    return set((step.get("changes") or {}).get("ret") or {})
+
+
 def highstated(steps):
     """{step id: minions} of every orchestration step that ran a highstate."""
     found = {}
@@ -305,7 +310,7 @@ def highstated(steps):
         sid = step["__id__"]
         if sid in ("kos-orch-deploy-first-control-plane", "kos-orch-deploy-wave") or \
                 sid.startswith(("kos-orch-deploy-control-plane-", "kos-orch-deploy-wave-")):
-            ran = converged(step) or set(((step.get("changes") or {}).get("ret") or {}))
+            ran = converged(step) or ran_on(step)
             if ran:
                 found[sid] = ran
     return found

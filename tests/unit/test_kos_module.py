@@ -97,8 +97,8 @@ def test_a_node_never_converged_needs_its_highstate(m):
 def test_a_converged_node_needs_nothing_until_its_inputs_change(pillar):
     assert mod.record_converged(tree="t1") is True
     assert mod.converge_need(tree="t1") == {
-        "highstate": [], "learn": False, "sync": False, "kubernetes": mod._kubernetes(pillar),
-        "problems": None}
+        "highstate": [], "learn": False, "members": mod._inputs(pillar)["members"],
+        "sync": False, "kubernetes": mod._kubernetes(pillar), "problems": None}
     # another state tree: its modules too may have changed
     assert mod.converge_need(tree="t2")["highstate"] == ["the state tree changed"]
     assert mod.converge_need(tree="t2")["sync"] is True
@@ -117,8 +117,8 @@ def test_another_worker_is_news_for_hosts_only(pillar):
     pillar["kos"]["nodes"]["k8s-worker-3.example.com"] = {"role": "worker", "ip": "10.1.0.23"}
     need = mod.converge_need(tree="t1")
     assert need["highstate"] == [] and need["learn"] is True
-    # once /etc/hosts learned it, nothing is left
-    mod.record_converged(tree="t1", members_only=True)
+    # once /etc/hosts learned it (this node's last highstate managed none), nothing is left
+    assert mod.learn_members(need["members"]) == ""
     assert mod.converge_need(tree="t1")["learn"] is False
     # another control plane is an input of every node (kubeadm's load balancer lists them)
     pillar["kos"]["nodes"]["k8s-cp-2.example.com"] = {"role": "control_plane", "ip": "10.1.0.12"}
@@ -189,12 +189,12 @@ def test_last_converged_is_the_nodes_own_record(m, monkeypatch):
     mod.record_converged(tree="t1")
     assert mod.last_converged() == {"at": 1795000000, "tree": "t1"}
     # learning new members keeps when the node last converged
-    mod.record_converged(tree="t2", members_only=True)
+    mod.learn_members("m2")
     assert mod.last_converged() == {"at": 1795000000, "tree": "t1"}
 
 
-def test_members_only_needs_a_whole_converge_first(state_dir):
-    assert mod.record_converged(tree="t1", members_only=True) is False
+def test_learning_members_needs_a_whole_converge_first(state_dir):
+    assert mod.learn_members("m1") is None
     assert not (state_dir / mod.CONVERGED_RECORD).exists()
 
 
@@ -212,7 +212,7 @@ def test_the_converged_state_notes_only_a_run_that_succeeded(state_dir, monkeypa
     assert (state_dir / mod.CONVERGED_RECORD).exists() is noted, ret
 
 
-def test_the_converged_state_refreshes_the_pillar_only_when_asked_and_noted(m, state_dir):
+def test_the_converged_state_refreshes_the_pillar_only_when_asked_and_noted(m, running):
     refresh = m["saltutil.refresh_pillar"]
     assert "refreshed" not in state.converged("t1")["comment"]
     refresh.assert_not_called()
@@ -220,9 +220,9 @@ def test_the_converged_state_refreshes_the_pillar_only_when_asked_and_noted(m, s
     assert ret["result"] is True and ret["changes"] == {}
     assert ret["comment"].endswith("its in-memory pillar is being refreshed"), ret
     refresh.assert_called_once_with(wait=False)
-    # a node never converged whole notes nothing, and asks for nothing
-    (state_dir / mod.CONVERGED_RECORD).unlink()
-    state.converged("t1", members_only=True, refresh_pillar=True)
+    # a run where a state failed notes nothing, and asks for nothing
+    running["a"] = {"result": False}
+    state.converged("t1", refresh_pillar=True)
     assert refresh.call_count == 1
 
 

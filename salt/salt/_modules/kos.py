@@ -254,6 +254,9 @@ def converge_need(tree=None):
     ``learn``
         True when the deployment's members changed since: /etc/hosts must learn them.
 
+    ``members``
+        The digest of the deployment's members now (``learn_members`` notes it).
+
     ``sync``
         True unless this node's last converge was made of this very state tree (its
         extension modules were synced for it then): only then may a converge skip
@@ -306,6 +309,7 @@ def converge_need(tree=None):
     return {
         "highstate": reasons,
         "learn": record.get("members") != now["members"],
+        "members": now["members"],
         "sync": sync,
         "kubernetes": kubernetes,
         "problems": pillar_errors(pillar) if judged else None,
@@ -330,12 +334,16 @@ def last_converged():
     return {"at": record.get("at"), "tree": record.get("tree")}
 
 
-def record_converged(tree=None, members_only=False):
+def record_converged(tree=None, hosts=None):
     """
     Note what this node's converge was made of (``<kos:state_dir>/converged.json``, root
     only), after its highstate succeeded: ``converge_need`` compares the next run's inputs
-    with it. With ``members_only`` (after /etc/hosts learned new members) only the members
-    are noted.
+    with it.
+
+    hosts
+        The managed block in the hosts file this highstate wrote (``{"file", "start",
+        "end"}``: its path and markers), or None when core does not manage it:
+        ``learn_members`` rewrites that block until the next highstate.
 
     CLI Example:
 
@@ -344,17 +352,51 @@ def record_converged(tree=None, members_only=False):
         salt '*' kos.record_converged tree=<digest>
     """
     pillar = _pillar()
-    now = _inputs(pillar, tree)
-    path = _record_path()
-    if members_only:
-        record = __utils__["kos_state.read_json"](path) or {}
-        if not record.get("pillar"):
-            return False
-        record["members"] = now["members"]
-    else:
-        record = dict(now, at=int(time.time()))
-    __utils__["kos_state.write_json"](path, record)
+    record = dict(_inputs(pillar, tree), at=int(time.time()), hosts=hosts)
+    __utils__["kos_state.write_json"](_record_path(), record)
     return True
+
+
+# The lines of the managed hosts block: the template core.hosts renders too.
+HOSTS_TEMPLATE = "salt://core/hosts.jinja"
+
+
+def learn_members(members, saltenv="base"):
+    """
+    The deployment's members changed and nothing else this node is made of: rewrite the
+    hosts block its last highstate managed (from the mine, through the template core.hosts
+    renders) and note ``members``, the digest ``converge_need`` answered, so the next
+    orchestration leaves this node alone. No state run and no pillar compile: at 50
+    workers that is what made adding one node slow. Returns the block's diff (empty: it
+    was up to date), or None when this node was never converged whole (it needs its
+    highstate; nothing is noted).
+
+    saltenv
+        The environment whose state tree holds the template.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.learn_members <digest>
+    """
+    path = _record_path()
+    record = __utils__["kos_state.read_json"](path) or {}
+    if not record.get("pillar"):
+        return None
+    diff = ""
+    hosts = record.get("hosts")
+    if hosts:
+        text = __salt__["slsutil.renderer"](path=HOSTS_TEMPLATE, default_renderer="jinja",
+                                            saltenv=saltenv, lines=True)
+        text = str(text).strip()
+        diff = __salt__["file.blockreplace"](
+            hosts["file"], marker_start=hosts["start"], marker_end=hosts["end"],
+            content=text + "\n" if text else "", append_if_not_found=True,
+            show_changes=True)
+    record["members"] = members
+    __utils__["kos_state.write_json"](path, record)
+    return diff
 
 
 # --- certificates ---------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def pillar_valid(name):
     return ret
 
 
-def converged(name, members_only=False, refresh_pillar=False):
+def converged(name, hosts=None, refresh_pillar=False):
     """
     Note what this highstate was made of (``kos.record_converged``), so the next
     orchestration leaves this node alone while none of it changes: the state tree digest
@@ -40,8 +40,9 @@ def converged(name, members_only=False, refresh_pillar=False):
     Run last (``order: last``); notes nothing when any state of this run failed, so a
     node that did not converge is converged again next time, and nothing in test mode.
 
-    members_only
-        Only /etc/hosts learned the deployment's members: note just those.
+    hosts
+        The hosts file's managed block this run wrote (``{"file", "start", "end"}``), or
+        None: noted, ``kos.learn_members`` rewrites it when only the members change.
 
     refresh_pillar
         Once noted, ask the minion to refresh its in-memory pillar (its schedule, its mine
@@ -58,14 +59,13 @@ def converged(name, members_only=False, refresh_pillar=False):
         ret["comment"] = "a run that changes something notes what it was made of"
         return ret
     try:
-        noted = __salt__["kos.record_converged"](tree=name, members_only=members_only)
+        __salt__["kos.record_converged"](tree=name, hosts=hosts)
     except (OSError, CommandExecutionError) as exc:
         ret["result"] = False
         ret["comment"] = f"cannot note this converge: {exc}"
         return ret
-    ret["comment"] = ("noted what this converge was made of" if noted
-                      else "nothing noted: this node was never converged whole")
-    if noted and refresh_pillar:
+    ret["comment"] = "noted what this converge was made of"
+    if refresh_pillar:
         __salt__["saltutil.refresh_pillar"](wait=False)
         ret["comment"] += "; its in-memory pillar is being refreshed"
     return ret

@@ -553,7 +553,6 @@ PILLAR = s.DictItem(
         "kos_orchestration": section(
             "What orch.deploy passes to one run (inline pillar); never in a pillar file.", {
                 "tree": text("Digest of the state tree the run converges with."),
-                "learn": flag("The run only teaches /etc/hosts the deployment's members."),
                 "join_nodes": listing("Minion ids a credentials or revoke run is for.",
                                       text("minion id", "minion-id")),
                 "refresh": listing("Minion ids that refresh their in-memory pillar once "

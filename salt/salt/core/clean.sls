@@ -1,6 +1,7 @@
 {#- Undo what core added, in reverse order. Users and packages stay: removing them
     could lock operators out or break other software. #}
 {%- from "core/map.jinja" import core with context %}
+{%- import "core/hosts.jinja" as block with context %}
 {%- for user in core.users | reverse %}
 
 core-clean-file-absent-sudoers-{{ user.name }}:
@@ -11,8 +12,8 @@ core-clean-file-absent-sudoers-{{ user.name }}:
 core-clean-file-blockreplace-hosts:
   file.blockreplace:
     - name: {{ core.hosts_file }}
-    - marker_start: '# BEGIN kos managed hosts: edits inside this block are overwritten'
-    - marker_end: '# END kos managed hosts'
+    - marker_start: {{ block.marker_start | tojson }}
+    - marker_end: {{ block.marker_end | tojson }}
     - content: ''
 
 core-clean-file-absent-limits:
