@@ -152,7 +152,7 @@ class Bench:
     def __init__(self, work, join_seconds, agent_env, baseline_max=1000, keep_failed=False,
                  steps=STEPS):
         self.work = work
-        self.steps = steps
+        self.measure = steps
         self.keep_failed = keep_failed
         # clouds.yaml goes to the work directory, not to this user's own
         self.env = {**agent_env, "KOS_LOCAL_JOIN_SECONDS": str(join_seconds),
@@ -350,9 +350,9 @@ class Bench:
             self.down(small)
             self.create(small)
             self.measured(row, "fresh", small, lambda: self.converge_with(small, None))
-            if "noop" in self.steps:
+            if "noop" in self.measure:
                 self.measured(row, "noop", small, lambda: self.converge_with(small, None))
-            if "pillar" in self.steps:
+            if "pillar" in self.measure:
                 changed = self.changed_pillar(workers)
                 self.measured(row, "pillar", small, lambda: self.converge_with(small, changed))
                 self.measured(row, "direct", small, lambda: self.direct_highstate(small))
@@ -368,12 +368,12 @@ class Bench:
                          "--wait-minions", 1800)
                 return {"seconds": self.converge_seconds(), "where": self.breakdown()}
 
-            if "add_one" in self.steps:
+            if "add_one" in self.measure:
                 self.measured(row, "add_one", bigger, add_one)
             teardown = self.down(bigger)
             if teardown:
                 raise RuntimeError(teardown)
-            if "batch1" not in self.steps:
+            if "batch1" not in self.measure:
                 return row
             if workers > self.baseline_max:
                 row["batch1"] = {"skipped": f"--baseline-max {self.baseline_max}"}

@@ -476,7 +476,15 @@ class SaltMaster:
         return sorted(done["accepted"]), sorted(unverified)
 
     def answering(self, minions, timeout=30):
-        """``(answering, silent)`` after pinging until all answer or ``timeout`` s passed."""
+        """``(answering, silent)`` after pinging until all answer or ``timeout`` s passed
+        (while the master could publish: a busy master is waited for, see ``silence``)."""
+        res = self.silence(minions, timeout)
+        return res["answering"], res["silent"]
+
+    def silence(self, minions, timeout=30, master_timeout=None):
+        """The channel's whole answer: ``answering``, ``silent``, and ``master_error``
+        when the master itself could not publish at the end. Up to ``master_timeout``
+        seconds the master cannot publish do not count against ``timeout``."""
 
         def progress(event):
             if event.get("master_error"):
@@ -484,20 +492,30 @@ class SaltMaster:
             else:
                 ui.detail(f"waiting for answers from: {', '.join(event.get('silent', []))}")
 
-        res = self.channel.request(
+        return self.channel.request(
             "answering",
             on_event=progress,
             what="checking that the minions answer",
             minions=sorted(minions),
             timeout=timeout,
+            master_timeout=master_timeout,
         )
-        return res["answering"], res["silent"]
 
-    def wait_responding(self, expected, timeout=300):
-        _, silent = self.answering(expected, timeout)
-        if silent:
+    def wait_responding(self, expected, timeout=300, master_timeout=900):
+        """Every minion of ``expected`` answers within ``timeout`` s of the master
+        publishing; a master busy after its restart is waited for up to ``master_timeout``
+        s more."""
+        res = self.silence(expected, timeout, master_timeout)
+        if res.get("master_error"):
             raise ConvergeError(
-                f"minions do not answer: {', '.join(silent)}",
+                f"the salt master could not publish: {res['master_error']}; not heard from: "
+                f"{', '.join(res['silent'])}",
+                fix="check salt-master on the master (journalctl -u salt-master, its load), "
+                "then re-run the same kos command",
+            )
+        if res["silent"]:
+            raise ConvergeError(
+                f"minions do not answer: {', '.join(res['silent'])}",
                 fix="check salt-minion on those hosts (systemctl status salt-minion) and their "
                 "connection to the master (ports 4505/4506)",
             )
