@@ -21,10 +21,12 @@ mine_functions:
   kos_private_ips:
     - mine_function: network.ip_addrs
     - cidr: {{ kos.get('networks', {}).get('private_cidr') }}
-{%- if 'first_control_plane' in roles %}
-  # Whether the cluster is up (not secret): the master's reactor converges a minion that
-  # starts only once it is. Join credentials are published per node by
-  # microk8s/kubeadm.credentials (mine.send, readable by that node alone).
+{%- if 'kubernetes_node' in roles %}
+  # Each node's place in its cluster (not secret). The first control plane's says whether
+  # the cluster is up: the master's reactor converges a minion that starts only once it
+  # is. The others' say whether they joined: the first control plane never initialises
+  # a cluster while they have (kos.sole_cluster). Join credentials are published per
+  # node by microk8s/kubeadm.credentials (mine.send, readable by that node alone).
   kos_kubernetes:
     - mine_function: kos.kubernetes_state
 {%- endif %}

@@ -369,6 +369,20 @@ def test_a_rebuilt_first_control_plane_is_refused_before_anything_changes(
         assert f"pillar exclude [{cp}]" in name, name
         assert tree_snapshot(host_roots) == before
 
+        # plain Salt, no orchestration: the init guard refuses before the snap is installed
+        # (installing it is what initialises a microk8s cluster); the workers said in the
+        # mine that they joined, at the end of the highstate that joined them
+        ret = salt_cli.run("state.highstate", minion_tgt=cp)
+        assert ret.returncode != 0
+        results = {v["__id__"]: v for v in ret.data.values()}
+        guard = results["microk8s-init-kos-sole_cluster"]
+        assert guard["result"] is False, guard
+        assert guard["comment"].startswith(f"the first control plane {cp} holds no cluster, "
+                                           f"but {workers} joined"), guard
+        assert results["microk8s-init-snap-installed"]["result"] is False
+        assert not binary.exists()
+        assert tree_snapshot(host_roots) == before
+
         ret, steps = orchestrate(salt_run, {"exclude": [cp]})
         assert ret.returncode == 0, json.dumps(steps, default=str)[:4000]
         assert "kos-orch-deploy-first-control-plane" not in by_id(steps)

@@ -60,6 +60,11 @@ def m(state_dir, pillar):
         "cp.get_file_str": lambda path, saltenv="base": (
             SALT_TREE / path.removeprefix("salt://")).read_text(),
         "saltutil.refresh_pillar": create_autospec(lambda wait=False: True, return_value=True),
+        # the mine as the master answers it: what the other nodes said (mine_said)
+        "mine.get": create_autospec(lambda tgt, fun, tgt_type="glob": None, return_value={}),
+        "mine.update": create_autospec(lambda clear=False, mine_functions=None: None,
+                                       return_value=True),
+        "config.merge": lambda key, default=None: copy.deepcopy(pillar.get(key, default)),
     }
     return mocks
 
@@ -71,8 +76,10 @@ def configure_loader_modules(m, pillar):
         mod: {"__utils__": utils(), "__salt__": m, "__opts__": opts, "__pillar__": pillar},
         state: {"__salt__": {"kos.record_converged": mod.record_converged,
                              "kos.validate_pillar": mod.validate_pillar,
-                             "saltutil.refresh_pillar": m["saltutil.refresh_pillar"]},
-                "__opts__": opts},
+                             "kos.kubernetes_state": mod.kubernetes_state,
+                             **{k: m[k] for k in ("saltutil.refresh_pillar", "mine.get",
+                                                  "mine.update", "config.merge")}},
+                "__opts__": opts, "__pillar__": pillar},
     }
 
 
@@ -226,6 +233,22 @@ def test_the_converged_state_refreshes_the_pillar_only_when_asked_and_noted(m, r
     assert refresh.call_count == 1
 
 
+def test_a_run_that_changed_something_sends_the_nodes_place_to_the_mine(m, pillar, running):
+    """A worker that joined in this run says so at once: the first control plane's init
+    guard reads it. A run that changed nothing sends nothing."""
+    running["a"] = {"result": True, "changes": {}}
+    state.converged("t1")
+    m["mine.update"].assert_not_called()
+    pillar["mine_functions"]["kos_kubernetes"] = [{"mine_function": "kos.kubernetes_state"}]
+    state.converged("t1")
+    m["mine.update"].assert_not_called()
+    running["b"] = {"result": True, "changes": {"joined": {"old": None, "new": "k8s-cp-1"}}}
+    ret = state.converged("t1")
+    assert ret["comment"].endswith("kos_kubernetes sent to the mine"), ret
+    m["mine.update"].assert_called_once_with(mine_functions={
+        "kos_kubernetes": [{"mine_function": "kos.kubernetes_state"}]})
+
+
 def test_the_converged_state_notes_nothing_in_test_mode(state_dir):
     state.__opts__["test"] = True
     assert state.converged("t1")["result"] is True
@@ -298,3 +321,48 @@ def test_check_certificates_fires_the_event_only_below_the_threshold(on_control_
     pillar["kos"]["certificates"] = {"warn_days": 5}
     mod.check_certificates()
     on_control_plane["event.send"].assert_not_called()
+
+
+@pytest.fixture
+def rebuilt_first(monkeypatch, m):
+    """k8s-cp-1 holds nothing of a cluster: microk8s is not installed."""
+    monkeypatch.setitem(mod.__opts__, "id", CP)
+    del m["microk8s.status"]
+    return m
+
+
+@pytest.mark.parametrize("test_mode", [False, True])
+def test_a_rebuilt_first_control_plane_never_initialises_a_second_cluster(rebuilt_first,
+                                                                           test_mode):
+    rebuilt_first["mine.get"].return_value = {
+        "k8s-worker-2.example.com": {"joined": True}, ME: {"joined": True}}
+    state.__opts__["test"] = test_mode
+    ret = state.sole_cluster(CP)
+    assert ret["result"] is False and ret["changes"] == {}
+    assert ret["comment"].startswith(
+        f"the first control plane {CP} holds no cluster, but {ME}, k8s-worker-2.example.com "
+        "joined the cluster it initialised: initialising it would start a second cluster, so "
+        "nothing changed"), ret
+    # asked about the deployment's other nodes, by name
+    rebuilt_first["mine.get"].assert_called_once_with(
+        [ME, "k8s-worker-2.example.com"], "kos_kubernetes", tgt_type="list")
+
+
+@pytest.mark.parametrize("said", [
+    {},  # the first converge: nobody joined yet
+    {ME: {"joined": False}, "k8s-worker-2.example.com": {"joined": None}},
+])
+def test_a_fresh_first_control_plane_initialises_when_nobody_joined(rebuilt_first, said):
+    rebuilt_first["mine.get"].return_value = said
+    assert state.sole_cluster(CP)["result"] is True
+
+
+def test_the_init_guard_passes_a_first_control_plane_that_holds_its_cluster(m, monkeypatch):
+    monkeypatch.setitem(mod.__opts__, "id", CP)
+    m["mine.get"].return_value = {ME: {"joined": True}}
+    ret = state.sole_cluster(CP)
+    assert ret["result"] is True and "holds its cluster" in ret["comment"], ret
+    # and any other node has nothing to guard
+    monkeypatch.setitem(mod.__opts__, "id", ME)
+    assert state.sole_cluster(CP)["comment"].startswith("not the first control plane")
+    m["mine.get"].assert_not_called()

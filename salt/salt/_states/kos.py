@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "kos"
+# Every Kubernetes node's place in its cluster (kos.kubernetes_state), in the mine.
+KUBERNETES_MINE = "kos_kubernetes"
 
 
 def __virtual__():
@@ -65,9 +67,50 @@ def converged(name, hosts=None, refresh_pillar=False):
         ret["comment"] = f"cannot note this converge: {exc}"
         return ret
     ret["comment"] = "noted what this converge was made of"
+    # A node that joined in this run says so in the mine now, not at the next
+    # mine_interval: the first control plane's init guard (kos.sole_cluster) reads it.
+    mine = (__salt__["config.merge"]("mine_functions", {}) or {}).get(KUBERNETES_MINE)
+    if mine is not None and any(isinstance(res, Mapping) and res.get("changes")
+                                for res in __running__.values()):
+        __salt__["mine.update"](mine_functions={KUBERNETES_MINE: mine})
+        ret["comment"] += f"; {KUBERNETES_MINE} sent to the mine"
     if refresh_pillar:
         __salt__["saltutil.refresh_pillar"](wait=False)
         ret["comment"] += "; its in-memory pillar is being refreshed"
+    return ret
+
+
+def sole_cluster(name):
+    """
+    Ensure initialising ``name``, the first control plane, cannot start a second cluster:
+    when this node holds nothing of a cluster (``fresh`` in ``kos.kubernetes_state``: its
+    server was rebuilt) while other nodes of the deployment say in the mine
+    (``kos_kubernetes``) that they joined, fail, naming them and the way out, in test mode
+    too. Otherwise pass: the node holds its cluster, or no other node joined (the first
+    converge). Require it from the state that initialises; ``orch.deploy`` refuses the
+    same case before anything changes, this guards a plain ``state.highstate``.
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    me = __salt__["kos.kubernetes_state"]()
+    if not me or not me.get("first"):
+        ret["comment"] = "not the first control plane: nothing to guard"
+        return ret
+    if me.get("fresh") is not True:
+        ret["comment"] = "this node holds its cluster (or could not tell): nothing to guard"
+        return ret
+    nodes = sorted(set((__pillar__.get("kos") or {}).get("nodes") or {}) - {__opts__["id"]})
+    said = __salt__["mine.get"](nodes, KUBERNETES_MINE, tgt_type="list") if nodes else {}
+    joined = sorted(n for n, st in (said or {}).items()
+                    if isinstance(st, Mapping) and st.get("joined") is True)
+    if not joined:
+        ret["comment"] = "no other node joined a cluster: this node may initialise one"
+        return ret
+    ret["result"] = False
+    ret["comment"] = (
+        f"the first control plane {__opts__['id']} holds no cluster, but "
+        f"{', '.join(joined)} joined the cluster it initialised: initialising it would "
+        "start a second cluster, so nothing changed; bring back its server with its disk "
+        "(kos cannot rebuild the first control plane yet)")
     return ret
 
 

@@ -2,6 +2,7 @@
     network and the cloud controller. Join credentials are issued per node by the
     orchestration (kubeadm.credentials), not here. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
+{%- from "kos/map.jinja" import kos with context %}
 include:
   - kubeadm
   - kubeadm.cni
@@ -16,6 +17,12 @@ kubeadm-master-file-managed-config:
     - makedirs: True
     - mode: '0600'
 
+# A rebuilt first control plane never initialises a second cluster beside the one the
+# other nodes joined.
+kubeadm-master-kos-sole_cluster:
+  kos.sole_cluster:
+    - name: {{ kos.first_control_plane }}
+
 kubeadm-master-kubeadm-initialized:
   kubeadm.initialized:
     - name: {{ kubeadm.config_file }}
@@ -23,6 +30,7 @@ kubeadm-master-kubeadm-initialized:
     - kube_dir: {{ kubeadm.kube_dir }}
     - require:
       - file: kubeadm-master-file-managed-config
+      - kos: kubeadm-master-kos-sole_cluster
       - sls: kubeadm.prepare
       - sls: kubeadm.haproxy
 

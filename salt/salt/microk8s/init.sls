@@ -1,6 +1,8 @@
 {#- Every microk8s node: the snap from the pinned channel, running and ready, with the
     cluster's pod and service networks. #}
 {%- from "microk8s/map.jinja" import microk8s with context %}
+{%- from "kos/map.jinja" import kos with context %}
+{%- set first = kos.id == kos.first_control_plane %}
 
 {#- microk8s's documented way to set the pod and service CIDRs of a new node (1.28+) is a
     launch configuration at $SNAP_COMMON/.microk8s.yaml, in place before the snap is
@@ -24,6 +26,15 @@ microk8s-init-file-managed-launch_config:
         extraSANs:
           - {{ microk8s.api_service_ip }}
 
+{%- if first %}
+
+{#- Installing the snap is what initialises the first control plane's cluster: a rebuilt
+    one never starts a second cluster beside the one the other nodes joined. #}
+microk8s-init-kos-sole_cluster:
+  kos.sole_cluster:
+    - name: {{ kos.first_control_plane }}
+{%- endif %}
+
 {#- A node is installed from microk8s:channel; an installed node keeps its channel here:
     moving a cluster to another version is orch.upgrade's (kos upgrade), one node at a
     time, each drained first. #}
@@ -37,6 +48,9 @@ microk8s-init-snap-installed:
     - reload_modules: True
     - require:
       - file: microk8s-init-file-managed-launch_config
+{%- if first %}
+      - kos: microk8s-init-kos-sole_cluster
+{%- endif %}
 
 # snapd would otherwise refresh every node within its track on its own schedule, all at
 # once and undrained.
