@@ -57,7 +57,9 @@ CLUSTER = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
 MINION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Jobs the orchestration publishes that are Salt's own bookkeeping, not progress.
 QUIET_FUNS = ("saltutil.find_job", "test.ping", "saltutil.running")
-ORCHESTRATE = "runner.state.orchestrate"
+# Jobs that run an orchestration: state.orchestrate, and the master's reactor's runner,
+# which runs orch.deploy for a minion that starts (salt://_runners/kos_reactor.py).
+ORCHESTRATIONS = ("runner.state.orchestrate", "runner.kos_reactor.started")
 COMMENT_LIMIT = 2000
 
 
@@ -740,7 +742,7 @@ class Channel:
         return [
             {k: job.get(k) for k in ("jid", "pid", "user", "fun", "fun_args")}
             for job in self.salt.utils.master.get_running_jobs(self.opts)
-            if job.get("fun") == ORCHESTRATE
+            if job.get("fun") in ORCHESTRATIONS
         ]
 
     def wait_for_reactor(self, rid, timeout):

@@ -118,6 +118,9 @@ def test_the_formula_writes_a_config_the_master_reads(applied):
     assert opts["engines"] == [{"kos_batch_scrub": {}}]
     engine = applied.cachedir / "extmods" / "engines" / "kos_batch_scrub.py"
     assert engine.read_text() == (TREE / "_engines" / "kos_batch_scrub.py").read_text()
+    # the reactor's runner, where the master's own runner loader finds it
+    assert opts["reactor"] == [{"salt/minion/*/start": ["salt://reactor/start.sls"]}]
+    assert "kos_reactor.started" in salt.loader.runner(opts)
     # control planes push sealed backups; the master serves them back as saltenv kos-backups
     # and takes one on its schedule
     assert opts["file_recv"] is True and opts["file_recv_max_size"] == 2100
@@ -296,7 +299,10 @@ def test_without_the_filter_no_config_names_it(tmp_path_factory):
     written = yaml.safe_load(conf.read_text())
     assert "master_job_cache" not in written and written["keep_jobs_seconds"] == 600
     assert "engines" not in written
-    assert not (root / "cache" / "extmods").exists()
+    # only the reactor's runner (the reactor is on by default)
+    assert sorted(p.relative_to(root / "cache" / "extmods").as_posix()
+                  for p in (root / "cache" / "extmods").rglob("*.py")) == \
+        ["runners/kos_reactor.py"]
     assert stat.S_IMODE((root / "cache").stat().st_mode) == 0o700
 
 

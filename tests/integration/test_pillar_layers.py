@@ -17,11 +17,14 @@ def test_roles_are_derived_from_the_terraform_layer(salt_cli, minions, deploymen
     assert set(cp["kos"]["roles"]) == {"control_plane", "kubernetes_node", "first_control_plane"}
     assert set(worker["kos"]["roles"]) == {"worker", "kubernetes_node"}
     assert master["kos"]["roles"] == ["salt_master"]
-    # The first control plane says whether the cluster is up (for the reactor); no node
-    # publishes a join credential through pillar-defined mine functions: the orchestration
-    # issues one per joining node.
+    # Every Kubernetes node says where it stands in its cluster: the first control plane
+    # whether the cluster is up (for the reactor), the others whether they joined (for the
+    # reactor, and the first control plane's init guard). No node publishes a join
+    # credential through pillar-defined mine functions: the orchestration issues one per
+    # joining node.
     assert set(cp["mine_functions"]) == {"kos_private_ips", "kos_kubernetes"}
-    assert set(worker["mine_functions"]) == {"kos_private_ips"}
+    assert set(worker["mine_functions"]) == {"kos_private_ips", "kos_kubernetes"}
+    assert set(master["mine_functions"]) == {"kos_private_ips"}
 
 
 def test_later_layer_wins_and_missing_layers_are_skipped(salt_cli, minions, deployment):

@@ -97,6 +97,10 @@ def rt_master(salt_factories, lab, rt_deployment):
         },
     )
     with factory.started(start_timeout=120):
+        # the reactor's runner, where the salt_master formula installs it: the master's
+        # extension modules (the functional tests apply the formula itself)
+        ret = factory.salt_run_cli(timeout=120).run("saltutil.sync_runners")
+        assert "runners.kos_reactor" in json.dumps(ret.data), ret
         yield factory
 
 
@@ -134,9 +138,11 @@ def orchestrations(event_listener, rt_master, after):
     runs = []
     for event in event_listener.get_events([(rt_master.id, "salt/run/*/ret")],
                                            after_time=after):
-        if event.data.get("fun") != "runner.state.orchestrate":
+        if event.data.get("fun") != "runner.kos_reactor.started":
             continue
-        ret = event.data.get("return") or {}
+        ret = (event.data.get("return") or {}).get("orchestration")
+        if ret is None:
+            continue
         steps = next(iter((ret.get("data") or {}).values()), {})
         runs.append({v["__id__"]: v for v in steps.values() if isinstance(v, dict)})
     return runs
@@ -207,3 +213,22 @@ def test_an_orchestration_started_for_an_unexpected_minion_does_nothing(up, rt_m
     steps = next(iter(ret.data["data"].values()))
     assert [v["__id__"] for v in steps.values()] == ["kos-orch-deploy-unexpected"]
     assert ret.returncode == 0
+
+
+def test_a_master_restart_converges_nobody(up, rt_minions, rt_master, rt_deployment,
+                                           event_listener):
+    """Every minion fires its start event again once the master is back: the reactor
+    decides each from the master's caches and starts no orchestration for a joined node,
+    the first control plane or the master's own minion."""
+    rt_master.terminate()
+    started = time.time()
+    rt_master.start(start_timeout=120)
+    for name, why in (("k8s-worker-1", "it joined its cluster already (its mine says so)"),
+                      ("k8s-cp-1", "it is the first control plane and its cluster is up"),
+                      ("salt", "it is no Kubernetes node")):
+        minion = rt_deployment.fqdn(name)
+        assert wait_for_log(rt_master, f"kos reactor: minion {minion} started, but {why}: "
+                                       "nothing done", timeout=180), \
+            master_log(rt_master)[-3000:]
+    time.sleep(5)
+    assert orchestrations(event_listener, rt_master, started) == []

@@ -249,6 +249,16 @@ def test_a_run_that_changed_something_sends_the_nodes_place_to_the_mine(m, pilla
         "kos_kubernetes": [{"mine_function": "kos.kubernetes_state"}]})
 
 
+def test_the_first_control_plane_says_its_cluster_is_up_only_when_the_converge_ends(
+        m, pillar, running, monkeypatch):
+    """Its entry is what the master's reactor waits for; orch.deploy sends it last."""
+    monkeypatch.setitem(state.__opts__, "id", CP)
+    pillar["mine_functions"]["kos_kubernetes"] = [{"mine_function": "kos.kubernetes_state"}]
+    running["b"] = {"result": True, "changes": {"initialized": {"old": None, "new": True}}}
+    assert state.converged("t1")["result"] is True
+    m["mine.update"].assert_not_called()
+
+
 def test_the_converged_state_notes_nothing_in_test_mode(state_dir):
     state.__opts__["test"] = True
     assert state.converged("t1")["result"] is True

@@ -68,10 +68,14 @@ def converged(name, hosts=None, refresh_pillar=False):
         return ret
     ret["comment"] = "noted what this converge was made of"
     # A node that joined in this run says so in the mine now, not at the next
-    # mine_interval: the first control plane's init guard (kos.sole_cluster) reads it.
+    # mine_interval: the first control plane's init guard (kos.sole_cluster) and the
+    # master's reactor read it. Not the first control plane: its entry says the cluster is
+    # up, which orch.deploy sends once the whole converge is done (kos-orch-deploy-cluster-up):
+    # from then on the reactor converges minions that start, and not beside that converge.
     mine = (__salt__["config.merge"]("mine_functions", {}) or {}).get(KUBERNETES_MINE)
-    if mine is not None and any(isinstance(res, Mapping) and res.get("changes")
-                                for res in __running__.values()):
+    first = ((__pillar__.get("kos") or {}).get("first_control_plane") == __opts__["id"])
+    if mine is not None and not first and any(isinstance(res, Mapping) and res.get("changes")
+                                              for res in __running__.values()):
         __salt__["mine.update"](mine_functions={KUBERNETES_MINE: mine})
         ret["comment"] += f"; {KUBERNETES_MINE} sent to the mine"
     if refresh_pillar:

@@ -1,4 +1,4 @@
-{%- from "salt_master/map.jinja" import salt_master, extmods, salt_default_transport with context %}
+{%- from "salt_master/map.jinja" import salt_master, extmods_used, salt_default_transport with context %}
 
 # The job cache and the mine hold what minions returned and published: root only. Salt
 # creates these 0755 and, once they exist, never changes their mode.
@@ -11,11 +11,11 @@ salt_master-init-file-directory-{{ key }}:
     - mode: '0700'
     - makedirs: True
 {%- endfor %}
-{%- if salt_master.job_cache_filter %}
 {#- The job cache's filter, and the engine that puts a batch's .batch.p (whole returns,
-    past the job cache) through it. The master loads both from its extension modules:
-    they must be there before the config naming them is, or it could not allocate a job id. #}
-{%- for kind, module in extmods %}
+    past the job cache) through it; the reactor's runner. The master loads them from its
+    extension modules: they must be there before the config naming them is, or it could
+    not allocate a job id. #}
+{%- for kind, module in extmods_used %}
 
 salt_master-init-file-managed-{{ module }}:
   file.managed:
@@ -24,7 +24,6 @@ salt_master-init-file-managed-{{ module }}:
     - makedirs: True
     - mode: '0644'
 {%- endfor %}
-{%- endif %}
 
 {#- The transport this master runs on now: what its config says (Salt's default before kos
     wrote one). Its minions connect on it; switching the master alone would cut them off. #}
@@ -62,16 +61,14 @@ salt_master-config-file-managed:
     - mode: '0644'
     - context:
         cfg: {{ salt_master | tojson }}
-{%- if others or salt_master.job_cache_filter %}
+{%- if others or extmods_used %}
     - require:
 {%- if others %}
       - test: salt_master-transport-unchanged
 {%- endif %}
-{%- if salt_master.job_cache_filter %}
-{%- for kind, module in extmods %}
+{%- for kind, module in extmods_used %}
       - file: salt_master-init-file-managed-{{ module }}
 {%- endfor %}
-{%- endif %}
 {%- endif %}
 {%- if salt_master.manage_service %}
 
@@ -82,11 +79,9 @@ salt_master-service-restart-deferred:
     - name: systemd-run --on-active=15 --unit=kos-salt-master-restart systemctl restart {{ salt_master.service }}
     - onchanges:
       - file: salt_master-config-file-managed
-{%- if salt_master.job_cache_filter %}
-{%- for kind, module in extmods %}
+{%- for kind, module in extmods_used %}
       - file: salt_master-init-file-managed-{{ module }}
 {%- endfor %}
-{%- endif %}
 {%- endif %}
 {%- if salt_master.manage_service %}
 {%- if salt_master.syndic_master %}
