@@ -107,8 +107,9 @@ def test_every_minion_has_the_extension_modules_the_formula_ships_for_minions(
     deployed, salt_cli, deployment
 ):
     """The orchestration syncs only some kinds of extension module: every kind the formula
-    ships must be one of them, but the master's own (its job cache, its engine)."""
-    masters = {"returners", "engines"}
+    ships must be one of them, but the master's own (its job cache, its engine, its
+    reactor's runner)."""
+    masters = {"returners", "engines", "runners"}
     shipped = {
         kind.name[1:]: {p.stem for p in kind.glob("*.py")}
         for kind in (REPO / "salt" / "salt").glob("_*")
