@@ -129,8 +129,9 @@ def topology(salt_factories, configs):
         assert syndic.config["syndic_master"] == conf["syndic_master"]
         minion = syndic.master.salt_minion_daemon(
             f"k8s-cp-1.{domain(env)}", overrides={"master": address, **port})
-        # (salt-factories starts the syndic's own minion with it: the master's own minion)
-        for daemon in (syndic.master, syndic, minion):
+        # salt-factories would start the syndic's own minion (the master's own minion) with
+        # the syndic, and never end it: started here, it is ended with the rest
+        for daemon in (syndic.master, syndic.minion, syndic, minion):
             started.append(daemon)
             daemon.start(start_timeout=180)
         return env, syndic
