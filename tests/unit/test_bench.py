@@ -72,3 +72,14 @@ def test_the_table_has_every_column(markdown):
     for word in ("fresh", "no-op", "pillar", "direct", "add one", "batch-1", "6/6/6/6",
                  "2.0/0.5"):
         assert word in text, word
+
+
+def test_a_baseline_that_never_converged_says_so_and_gives_no_ratio(tmp_path, monkeypatch):
+    runs = bench.Bench(tmp_path, 30.0, {}, steps=["batch1"])
+    for name in ("down", "create", "kos"):
+        monkeypatch.setattr(runs, name, lambda *a, **kw: None)
+    monkeypatch.setattr(runs, "measured", lambda row, name, var_file, action: row.update(
+        {name: {"seconds": 10.0 if name == "fresh" else 680.2, "clean": name == "fresh"}}))
+    row = dict(runs.one(25, "ssh-ed25519 AAAA test"), join_seconds=30.0)
+    assert row["batch1_vs_fresh"] is None
+    assert "680.2 (never clean)" in bench.table([row])
