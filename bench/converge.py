@@ -298,14 +298,15 @@ class Bench:
                 workflow.push_trees(master, settings)
                 workflow.push_pillar_layers(master, dep, outputs)
                 master.sync_all(ids)
-                workflow.configure_master(master, workflow.pillar_of(outputs), ids)
+                pillar = workflow.pillar_of(outputs)
+                workflow.configure_master(master, pillar, ids)
                 master.salt(ids, "saltutil.refresh_pillar", "wait=True", timeout=120, wait=900)
                 master.salt(ids, "mine.update", timeout=120, wait=900)
                 # A plain highstate issues no join credential (orch.deploy issues one per
                 # node): the first control plane first, then the credentials for every
                 # other node at once, long-lived enough for the one-at-a-time pass; without
                 # them no node joins (at 25 workers: four passes, never clean).
-                kos = workflow.pillar_of(outputs).get("kos", {})
+                kos = pillar.get("kos", {})
                 first = kos.get("first_control_plane")
                 others = sorted(n for n in kos.get("nodes", {}) if n != first)
                 dist = kos.get("distribution") or "microk8s"
