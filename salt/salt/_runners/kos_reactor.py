@@ -6,6 +6,12 @@ its cluster, starting once that cluster is up, is converged by ``orch.deploy`` (
 Anything else is logged and does nothing. Keys are never accepted here: a start event
 comes only from a minion whose key kos accepted.
 
+An orchestration someone started (``state.orchestrate``: kos converge, an operator's
+upgrade) runs first: the reaction waits until it ends, then decides, so a node never
+joins in the middle of an upgrade and a converge that already took the node in leaves
+nothing to do. Reactions do not wait for one another (two nodes that start together join
+together), and kos waits for the reactor's before it starts its own.
+
 Decided from the master's own caches (each minion's cached pillar and mine), read
 directly: a master that restarts sees every minion start again (each minion initialises
 its connection anew and fires its start event), so at 53 minions the decision runs 53
@@ -16,8 +22,10 @@ asked every minion what it needs, to find nothing.
 """
 
 import logging
+import time
 
 import salt.cache
+import salt.utils.master
 import salt.utils.mine
 
 log = logging.getLogger(__name__)
@@ -26,6 +34,8 @@ __virtualname__ = "kos_reactor"
 
 # kos.kubernetes_state, in every Kubernetes node's mine (pillar kos/derived.sls)
 KUBERNETES_MINE = "kos_kubernetes"
+# What kos and operators start; the reactor's own jobs are runner.kos_reactor.started.
+ORCHESTRATE = "runner.state.orchestrate"
 
 
 def __virtual__():
@@ -88,10 +98,38 @@ def decide(minion):
     return {"minion": minion, "converge": False, "why": why}
 
 
-def started(minion):
+def _orchestrations():
+    """The jids of the ``state.orchestrate`` jobs running on this master."""
+    return sorted(str(job.get("jid")) for job in salt.utils.master.get_running_jobs(__opts__)
+                  if job.get("fun") == ORCHESTRATE)
+
+
+def _wait_for_orchestrations(minion, wait, poll):
+    """Wait until no ``state.orchestrate`` runs, at most ``wait`` s; False when one still
+    does."""
+    deadline = time.monotonic() + wait
+    said = None
+    while True:
+        running = _orchestrations()
+        if not running:
+            return True
+        if time.monotonic() >= deadline:
+            log.warning("kos reactor: minion %s started while orchestration %s ran, still "
+                        "running after %s s: nothing done (kos converge converges it)",
+                        minion, ", ".join(running), wait)
+            return False
+        if running != said:
+            log.info("kos reactor: minion %s started while orchestration %s runs: waiting "
+                     "for it to end", minion, ", ".join(running))
+            said = running
+        time.sleep(poll)
+
+
+def started(minion, wait=3600, poll=5):
     """
-    The reaction to ``salt/minion/<minion>/start``: ``decide``, then ``orch.deploy`` with
-    pillar ``started: <minion>`` when it says so (the orchestration checks again, from the
+    The reaction to ``salt/minion/<minion>/start``: once no ``state.orchestrate`` runs on
+    this master (at most ``wait`` s), ``decide``, then ``orch.deploy`` with pillar
+    ``started: <minion>`` when it says so (the orchestration checks again, from the
     minions' own answers). Returns the decision, with the orchestration's return under
     ``orchestration`` when one ran.
 
@@ -101,6 +139,9 @@ def started(minion):
 
         salt-run kos_reactor.started k8s-worker-3.example.com
     """
+    if not _wait_for_orchestrations(minion, wait, poll):
+        return {"minion": minion, "converge": False,
+                "why": f"an orchestration still ran after {wait} s"}
     ret = decide(minion)
     if ret["converge"]:
         ret["orchestration"] = __salt__["state.orchestrate"]("orch.deploy",
