@@ -604,7 +604,8 @@ def configure_master(master, pillar, targets):
     """
     Apply the salt_master formula to the master before the orchestration: a changed
     configuration restarts the master (deferred by the formula, so the run that changed it
-    can return), and a restart inside the orchestration would cut it off.
+    can return), and a restart inside the orchestration would cut it off. After a restart,
+    waits until ``targets`` (minions already accepted) answer again.
     """
     master_id = pillar.get("kos", {}).get("salt_master", {}).get("id")
     if not master_id:
@@ -673,18 +674,20 @@ def check_answering(master, targets, accepted, wait):
 
 # The steps of a converge, in order (steps.json; the benchmarks sum their seconds).
 CONVERGE_STEPS = (
-    "salt-keys",
+    "salt-keys-master",
     "salt-trees",
     "salt-pillar",
-    "ccm-credential",
     "salt-master-config",
+    "salt-keys",
+    "ccm-credential",
     "orchestrate",
     "ccm-credential-retire",
 )
 
 
 def converge(dep, always=True, exclude=(), limit=()):
-    """Keys, trees, pillar, sync, orchestration; every step recorded, and re-run by kos converge."""
+    """The master's own minion, trees, pillar, the master's configuration, the other keys,
+    orchestration; every step recorded, and re-run by kos converge."""
     outputs = dep.require_outputs()
     ccm.refuse_repository_credentials(dep.settings.pillar_dir)
     expected = sorted(outputs["minions"])
@@ -692,9 +695,10 @@ def converge(dep, always=True, exclude=(), limit=()):
     fp = fingerprint(outputs, *([sorted(exclude), sorted(limit)] if exclude or limit else []))
     steps = dep.steps
     settings = dep.settings
+    tf_pillar = pillar_of(outputs)
     with dep.master() as master:
 
-        syndics = pillar_of(outputs).get("kos", {}).get("salt_master", {}).get("syndics") or []
+        syndics = tf_pillar.get("kos", {}).get("salt_master", {}).get("syndics") or []
         joining = {}
         if syndics:
             # Every converge: an environment's syndic presents its key once that
@@ -705,12 +709,12 @@ def converge(dep, always=True, exclude=(), limit=()):
                 lambda: accept_syndics(dep, master, syndics), always=True,
             ) or {}
 
-        def keys():
+        def keys(only):
             result = master.wait_and_accept(
                 expected,
                 timeout=settings.wait_minions,
-                only=targets,
-                consoles=console_records(dep, targets),
+                only=only,
+                consoles=console_records(dep, only),
                 trust_unverified=settings.trust_unverified,
                 syndics=joining.get("ids", ()),
             )
@@ -738,13 +742,20 @@ def converge(dep, always=True, exclude=(), limit=()):
                 "present new ones)",
                 lambda: master.delete_keys(rebuilt),
             )
-        accepted = steps.run(
-            "salt-keys", fp, f"accept the keys of {len(targets)} minions", keys, always=always
-        )
-        with ui.step(f"check that {len(targets)} minions answer"):
-            check_answering(
-                master, targets, (accepted or {}).get("accepted"), settings.wait_minions
+        # The master is configured before the other minions are let in: a configuration
+        # that changed restarts it, and with every minion connected the restart cost a
+        # fresh 50-worker converge 53 to 173 s (each minion authenticating again, the
+        # master unable to publish meanwhile). Its own minion is all it needs.
+        master_id = tf_pillar.get("kos", {}).get("salt_master", {}).get("id")
+        own = [master_id] if master_id in targets else []
+        if own:
+            accepted_own = steps.run(
+                "salt-keys-master", fp, f"accept the key of the salt master's own minion "
+                f"{master_id}", lambda: keys(own), always=always,
             )
+            with ui.step(f"check that {master_id} answers"):
+                check_answering(master, own, (accepted_own or {}).get("accepted"),
+                                settings.wait_minions)
         steps.run(
             "salt-trees",
             fingerprint(fp, str(settings.formula_dir), str(settings.pillar_dir)),
@@ -760,21 +771,30 @@ def converge(dep, always=True, exclude=(), limit=()):
             lambda: push_pillar_layers(master, dep, outputs),
             always=always,
         )
+        # No sync here: the orchestration syncs the minions whose modules may be stale
+        # (kos.converge_need), so kos converge and salt-run orch.deploy do the same.
+        steps.run(
+            "salt-master-config",
+            fp,
+            "the salt master's own configuration, before any orchestration",
+            lambda: configure_master(master, tf_pillar,
+                                     sorted(set(targets) & set(master.keys()["minions"]))),
+            always=always,
+        )
+        accepted = steps.run(
+            "salt-keys", fp, f"accept the keys of {len(targets)} minions",
+            lambda: keys(targets), always=always,
+        )
+        with ui.step(f"check that {len(targets)} minions answer"):
+            check_answering(
+                master, targets, (accepted or {}).get("accepted"), settings.wait_minions
+            )
+
         steps.run(
             "ccm-credential",
             fp,
             "the cloud-controller-manager's application credential, for the control planes",
             lambda: ccm_credential(master, dep, outputs),
-            always=always,
-        )
-        # No sync here: the orchestration syncs the minions whose modules may be stale
-        # (kos.converge_need), so kos converge and salt-run orch.deploy do the same.
-
-        steps.run(
-            "salt-master-config",
-            fp,
-            "the salt master's own configuration, before any orchestration",
-            lambda: configure_master(master, pillar_of(outputs), targets),
             always=always,
         )
 

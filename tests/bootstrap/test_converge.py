@@ -392,6 +392,7 @@ def test_formula_and_pillar_are_pushed_and_cloud_layers_kept(converged, srv, pil
 def test_steps_are_recorded_without_secrets(converged, operator):
     doc = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())
     assert {k: v["status"] for k, v in doc["steps"].items()} == {
+        "salt-keys-master": "done",
         "salt-keys": "done",
         "salt-trees": "done",
         "salt-pillar": "done",
