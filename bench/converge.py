@@ -561,8 +561,9 @@ def main():
         print(f"bench: machines left running, work directory kept: {work}", file=sys.stderr)
     else:
         shutil.rmtree(work, ignore_errors=True)
-    print("Converge on the local cloud, 1 control plane, microk8s simulated. Seconds from "
-          "minions connected; highstates per step; CPU-seconds of the hosts.")
+    print("Converge on the local cloud, 1 control plane, microk8s simulated. Seconds (fresh "
+          "and batch-1 from every key presented, the others from every minion connected); "
+          "highstates per step; CPU-seconds of the hosts.")
     print(table(rows))
     print()
     print(table(rows, markdown=True))
