@@ -61,6 +61,8 @@ QUIET_FUNS = ("saltutil.find_job", "test.ping", "saltutil.running")
 # which runs orch.deploy for a minion that starts (salt://_runners/kos_reactor.py).
 ORCHESTRATIONS = ("runner.state.orchestrate", "runner.kos_reactor.started")
 COMMENT_LIMIT = 2000
+# The longest a round of op_answering waits for the silent.
+PING_MAX = 60
 
 
 # -- the run lock (kos uses it locally too) ---------------------------------------------
@@ -638,7 +640,12 @@ class Channel:
         when given: a master that restarts, or is too busy to publish (its minions all
         authenticate again after a restart: at 53 minions on two cores that took from 1 to
         over 5 minutes), is waited for that much longer. ``master_error``: why the master
-        could not publish at the end."""
+        could not publish at the end.
+
+        Each round waits twice as long for the silent as the one before (up to a minute):
+        a minion that is connected but slow still runs every ping it was sent, each in a
+        process of its own, so pinging 52 minions that had just connected every few seconds
+        kept some 230 of those processes on two cores and the master unable to publish."""
         wanted = _minion_ids(req.get("minions"))
         timeout = float(req.get("timeout", 30))
         master_timeout = float(req.get("master_timeout") or 0)
@@ -667,6 +674,9 @@ class Channel:
                 self.out.emit(id=rid, event="progress", message="waiting for answers",
                               silent=silent, master_error=master_error)
                 said = (silent, master_error)
+            if not master_error:
+                left = timeout + min(blocked, master_timeout) - (now - started)
+                ping = max(1, min(ping * 2, PING_MAX, int(left)))
             time.sleep(1)
             if master_error:
                 blocked += 1

@@ -365,6 +365,19 @@ def test_answering_names_the_silent(channel):
     assert res == {"answering": [MINION], "silent": ["kosch-nobody"], "master_error": None}
 
 
+def test_the_silent_are_pinged_less_and_less_often(channel, master):
+    """Each round waits twice as long as the one before (5, 10, 20 s...): a minion that is
+    connected but slow runs every ping it was sent, in a process of its own."""
+    began = time.monotonic()
+    res = channel.request("answering", minions=[MINION, "kosch-slow"], timeout=40)
+    assert res["silent"] == ["kosch-slow"]
+    assert 40 <= time.monotonic() - began < 60
+    jobs = master.salt_run_cli(timeout=60).run("jobs.list_jobs", "search_function=test.ping")
+    pings = [j for j in (jobs.data or {}).values() if "kosch-slow" in (j.get("Target") or [])]
+    # 5, 10, 20 s and what is left of the 40 (every 6 s, as before, was 7 rounds)
+    assert 3 <= len(pings) <= 4, pings
+
+
 def test_keys_are_listed_through_the_wheel(channel):
     keys = channel.request("keys")
     assert keys["minions"] == [MINION]
