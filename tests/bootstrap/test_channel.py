@@ -368,14 +368,23 @@ def test_answering_names_the_silent(channel):
 def test_the_silent_are_pinged_less_and_less_often(channel, master):
     """Each round waits twice as long as the one before (5, 10, 20 s...): a minion that is
     connected but slow runs every ping it was sent, in a process of its own."""
-    began = time.monotonic()
-    res = channel.request("answering", minions=[MINION, "kosch-slow"], timeout=40)
-    assert res["silent"] == ["kosch-slow"]
-    assert 40 <= time.monotonic() - began < 60
+    # accepted but never connected: every round is published to it (a key nobody holds is
+    # not targeted at all)
+    keys = Path(master.config["pki_dir"]) / "minions"
+    (keys / "kosch-slow").write_bytes((keys / MINION).read_bytes())
+    try:
+        began = time.monotonic()
+        res = channel.request("answering", minions=[MINION, "kosch-slow"], timeout=60)
+        assert res["silent"] == ["kosch-slow"]
+        assert 60 <= time.monotonic() - began < 100
+    finally:
+        (keys / "kosch-slow").unlink()
     jobs = master.salt_run_cli(timeout=60).run("jobs.list_jobs", "search_function=test.ping")
-    pings = [j for j in (jobs.data or {}).values() if "kosch-slow" in (j.get("Target") or [])]
-    # 5, 10, 20 s and what is left of the 40 (every 6 s, as before, was 7 rounds)
-    assert 3 <= len(pings) <= 4, pings
+    pings = [j for j in (jobs.data or {}).values()
+             if j.get("Target") in (["kosch-slow"], "kosch-slow")]
+    # after the first round (both): a round waiting 10 s, then one waiting 20 s, each with
+    # Salt's gather_job_timeout (10 s) on top; at 5 s a round, as before, made three
+    assert 1 <= len(pings) <= 2, pings
 
 
 def test_keys_are_listed_through_the_wheel(channel):
