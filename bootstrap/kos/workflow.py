@@ -748,13 +748,16 @@ def converge(dep, always=True, exclude=(), limit=()):
         # master unable to publish meanwhile). Its own minion is all it needs.
         master_id = tf_pillar.get("kos", {}).get("salt_master", {}).get("id")
         own = [master_id] if master_id in targets else []
-        if own:
-            accepted_own = steps.run(
-                "salt-keys-master", fp, f"accept the key of the salt master's own minion "
-                f"{master_id}", lambda: keys(own), always=always,
-            )
-            with ui.step(f"check that {master_id} answers"):
-                check_answering(master, own, (accepted_own or {}).get("accepted"),
+        accepted_own = steps.run(
+            "salt-keys-master", fp, f"accept the key of the salt master's own minion "
+            f"{master_id}", lambda: keys(own), always=always,
+        ) if own else {}
+        # Nothing changes unless every minion already in answers (a node down stops the
+        # run here); those whose keys are still pending answer once accepted, below.
+        members = sorted(set(targets) & set(master.keys()["minions"]))
+        if members:
+            with ui.step(f"check that {len(members)} minions answer"):
+                check_answering(master, members, (accepted_own or {}).get("accepted"),
                                 settings.wait_minions)
         steps.run(
             "salt-trees",
@@ -777,18 +780,19 @@ def converge(dep, always=True, exclude=(), limit=()):
             "salt-master-config",
             fp,
             "the salt master's own configuration, before any orchestration",
-            lambda: configure_master(master, tf_pillar,
-                                     sorted(set(targets) & set(master.keys()["minions"]))),
+            lambda: configure_master(master, tf_pillar, members),
             always=always,
         )
         accepted = steps.run(
             "salt-keys", fp, f"accept the keys of {len(targets)} minions",
             lambda: keys(targets), always=always,
         )
-        with ui.step(f"check that {len(targets)} minions answer"):
-            check_answering(
-                master, targets, (accepted or {}).get("accepted"), settings.wait_minions
-            )
+        newcomers = sorted(set(targets) - set(members))
+        if newcomers:
+            with ui.step(f"check that {len(newcomers)} minions answer"):
+                check_answering(
+                    master, newcomers, (accepted or {}).get("accepted"), settings.wait_minions
+                )
 
         steps.run(
             "ccm-credential",
