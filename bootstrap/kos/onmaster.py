@@ -518,8 +518,11 @@ class Channel:
                 path=lock.path,
             ) from None
         self.lock = lock
-        # An orchestration started by hand (or by a run whose session is gone) counts too.
-        return {"path": lock.path, "stale": stale, "orchestrations": self.running_orchestrations()}
+        # An orchestration started by hand (or by a run whose session is gone) counts too;
+        # the reactor's converge of a minion that started is waited for, not refused (it
+        # ends, and kos would otherwise fail for as long as it runs).
+        running = self.wait_for_reactor(rid, float(req.get("reactor_wait", 1800)))
+        return {"path": lock.path, "stale": stale, "orchestrations": running}
 
     def op_keys(self, rid, req):
         return self.key_lists()

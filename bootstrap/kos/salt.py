@@ -327,7 +327,8 @@ class SaltMaster:
     def lock(self, cluster, holder):
         """Hold the cluster's lock on the master for as long as this channel lives."""
         res = self.request(
-            "lock", what="locking the cluster on the salt master", cluster=cluster, holder=holder
+            "lock", what="locking the cluster on the salt master", cluster=cluster,
+            holder=holder, on_event=lambda e: e.get("message") and ui.detail(e["message"]),
         )
         if res.get("stale"):
             ui.warn(
