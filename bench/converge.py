@@ -302,7 +302,7 @@ class Bench:
 
             def run():
                 pillar = workflow.pillar_of(outputs)
-                own = pillar["kos"]["salt_master"]["id"]
+                own = workflow.salt_master_id(pillar)
                 self.accept(dep, master, [own])
                 workflow.push_trees(master, settings)
                 workflow.push_pillar_layers(master, dep, outputs)
@@ -372,10 +372,8 @@ class Bench:
 
     @staticmethod
     def accept(dep, master, ids):
-        """Accept ``ids`` the way kos up does (against what their consoles printed) and
-        wait until they answer."""
-        master.wait_and_accept(sorted(dep.outputs()["minions"]), timeout=1800, only=ids,
-                               consoles=workflow.console_records(dep, ids))
+        """Accept ``ids`` the way kos up does and wait until they answer."""
+        workflow.accept_keys(dep, master, sorted(dep.outputs()["minions"]), ids)
         master.wait_responding(ids)
 
     def fresh(self, var_file):

@@ -447,8 +447,13 @@ def renew_certificates(dep, force=False):
     }
 
 
+def salt_master_id(pillar):
+    """The salt master's own minion id, as Terraform names it (None: no master)."""
+    return ((pillar.get("kos") or {}).get("salt_master") or {}).get("id")
+
+
 def _master_id(outputs):
-    master_id = pillar_of(outputs).get("kos", {}).get("salt_master", {}).get("id")
+    master_id = salt_master_id(pillar_of(outputs))
     if not master_id:
         raise ConvergeError("the outputs name no salt master minion (kos:salt_master:id)",
                             fix="run kos up to converge the cluster first")
@@ -607,7 +612,7 @@ def configure_master(master, pillar, targets):
     can return), and a restart inside the orchestration would cut it off. After a restart,
     waits until ``targets`` (minions already accepted) answer again.
     """
-    master_id = pillar.get("kos", {}).get("salt_master", {}).get("id")
+    master_id = salt_master_id(pillar)
     if not master_id:
         return {"skipped": "no salt master in the Terraform pillar"}
     ret = master.salt([master_id], "state.apply", "salt_master", timeout=120)
@@ -653,6 +658,20 @@ def select_targets(expected, exclude=(), limit=()):
             fix="exclude fewer minions, or limit to minions you do not exclude",
         )
     return targets
+
+
+def accept_keys(dep, master, expected, only, syndics=()):
+    """Accept the keys of ``only`` (of the ``expected`` minions) against what their
+    consoles printed; what was accepted, unverified and pending unexpectedly."""
+    result = master.wait_and_accept(
+        expected,
+        timeout=dep.settings.wait_minions,
+        only=only,
+        consoles=console_records(dep, only),
+        trust_unverified=dep.settings.trust_unverified,
+        syndics=syndics,
+    )
+    return {key: result[key] for key in ("accepted", "unverified", "unexpected_pending")}
 
 
 def check_answering(master, targets, accepted, wait):
@@ -710,19 +729,7 @@ def converge(dep, always=True, exclude=(), limit=()):
             ) or {}
 
         def keys(only):
-            result = master.wait_and_accept(
-                expected,
-                timeout=settings.wait_minions,
-                only=only,
-                consoles=console_records(dep, only),
-                trust_unverified=settings.trust_unverified,
-                syndics=joining.get("ids", ()),
-            )
-            return {
-                "accepted": result["accepted"],
-                "unverified": result["unverified"],
-                "unexpected_pending": result["unexpected_pending"],
-            }
+            return accept_keys(dep, master, expected, only, syndics=joining.get("ids", ()))
 
         retired = retired_minions(dep)
         if retired:
@@ -746,7 +753,7 @@ def converge(dep, always=True, exclude=(), limit=()):
         # that changed restarts it, and with every minion connected the restart cost a
         # fresh 50-worker converge 53 to 173 s (each minion authenticating again, the
         # master unable to publish meanwhile). Its own minion is all it needs.
-        master_id = tf_pillar.get("kos", {}).get("salt_master", {}).get("id")
+        master_id = salt_master_id(tf_pillar)
         own = [master_id] if master_id in targets else []
         accepted_own = steps.run(
             "salt-keys-master", fp, f"accept the key of the salt master's own minion "

@@ -179,3 +179,23 @@ def test_an_orchestration_that_never_ends_gives_up_and_changes_nothing(cache, ne
                    "why": "an orchestration still ran after 1 s"}
     orchestrate.assert_not_called()
     assert "still running after 1 s: nothing done (kos converge converges it)" in caplog.text
+
+
+def test_the_jobs_the_reactor_waits_for_are_those_kos_waits_for():
+    """kos (onmaster.ORCHESTRATIONS) refuses to start beside an orchestration or a reaction;
+    the reactor waits for the orchestrations only. Both name the same jobs, or one of them
+    starts beside the other."""
+    from kos import onmaster
+
+    own = f"runner.{runner.__virtualname__}.{runner.started.__name__}"
+    assert onmaster.ORCHESTRATIONS == (runner.ORCHESTRATE, own)
+
+
+def test_the_reactor_reads_the_mine_entry_the_nodes_send():
+    """The nodes send kos.kubernetes_state under the name pillar kos/derived.sls gives it;
+    the reactor and kos.sole_cluster read it by that name."""
+    states = load("states", "kos")
+    derived = (Path(__file__).resolve().parents[2] / "pillar" / "kos" / "derived.sls")
+    assert runner.KUBERNETES_MINE == states.KUBERNETES_MINE
+    assert (f"  {runner.KUBERNETES_MINE}:\n    - mine_function: kos.kubernetes_state"
+            in derived.read_text())
