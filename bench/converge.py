@@ -167,6 +167,8 @@ class Bench:
                     "XDG_CONFIG_HOME": str(work)}
         self.baseline_max = baseline_max
         self.pillar_copy = work / "pillar"
+        # called after every measured step: a long run that is stopped keeps what it measured
+        self.save = lambda: None
 
     def var_file(self, workers, public_key):
         path = self.work / f"bench-{workers}.tfvars.json"
@@ -258,6 +260,7 @@ class Bench:
         entry["highstates"] = self.highstates(var_file, since)
         row[name] = entry
         print(f"bench:   {name}: {entry}", file=sys.stderr, flush=True)
+        self.save()
         return entry
 
     def changed_pillar(self, workers):
@@ -383,8 +386,9 @@ class Bench:
         result["seconds"] = round(time.monotonic() - started, 1)
         return result
 
-    def one(self, workers, public_key):
-        row = {"workers": workers}
+    def one(self, workers, public_key, row=None):
+        row = {} if row is None else row
+        row["workers"] = workers
         small, bigger = self.var_file(workers, public_key), self.var_file(workers + 1, public_key)
         try:
             self.down(small)
@@ -470,7 +474,8 @@ def table(rows, markdown=False):
             "CPU s master/node (add one)"]
     lines = []
     for r in rows:
-        if r.get("error"):
+        measured = [s for s in STEPS if isinstance(r.get(s), dict) and "seconds" in r[s]]
+        if r.get("error") and not measured:
             lines.append([r["join_seconds"], r["workers"], "failed: " + r["error"][:60]]
                          + [""] * (len(head) - 3))
             continue
@@ -482,7 +487,10 @@ def table(rows, markdown=False):
         batch1 = cell(r, "batch1")
         if (r.get("batch1") or {}).get("clean") is False:
             batch1 = f"{batch1} (never clean)"
-        lines.append([r["join_seconds"], r["workers"], cell(r, "fresh"), cell(r, "noop"),
+        # what a size measured before it failed (or was stopped) still counts
+        workers = f"{r['workers']} (then failed: {r['error'][:60]})" if r.get("error") \
+            else r["workers"]
+        lines.append([r["join_seconds"], workers, cell(r, "fresh"), cell(r, "noop"),
                       cell(r, "pillar"), cell(r, "direct"), cell(r, "add_one"),
                       batch1, counts, *cpu])
     if markdown:
@@ -539,13 +547,19 @@ def main():
     try:
         for join in args.join_seconds:
             bench = Bench(work, join, env, args.baseline_max, args.keep_failed, args.steps)
+            bench.save = lambda: write_json(Path(args.json), args, rows, memory.peak)
             for n in args.workers:
                 print(f"bench: {n} workers, joins of {join:g} s ...", file=sys.stderr, flush=True)
-                row = bench.one(n, public_key)
-                row["join_seconds"] = join
+                row = {"join_seconds": join}
                 rows.append(row)
-                # after every size, so a long run that is stopped keeps what it measured
-                write_json(Path(args.json), args, rows, memory.peak)
+                try:
+                    bench.one(n, public_key, row)
+                except KeyboardInterrupt:
+                    row["error"] = "interrupted (SIGINT): the steps not in this row did not end"
+                    bench.save()
+                    print(f"bench: interrupted; figures so far in {args.json}", file=sys.stderr)
+                    return 130
+                bench.save()
                 if args.keep_failed and "error" in row:
                     print(f"bench: stopped; the failed cluster and {work} stay", file=sys.stderr)
                     return 1

@@ -2,6 +2,7 @@
 table, and a failed size that is recorded, torn down and followed by the next."""
 
 import importlib.util
+import json
 import os
 import time
 from pathlib import Path
@@ -83,3 +84,28 @@ def test_a_baseline_that_never_converged_says_so_and_gives_no_ratio(tmp_path, mo
     row = dict(runs.one(25, "ssh-ed25519 AAAA test"), join_seconds=30.0)
     assert row["batch1_vs_fresh"] is None
     assert "680.2 (never clean)" in bench.table([row])
+
+
+def test_a_size_stopped_midway_keeps_what_it_measured(tmp_path, monkeypatch):
+    """The bench is stopped (SIGINT) during the baseline: the fresh converge it measured
+    before is saved, and the table shows it beside why the row is incomplete."""
+    runs = bench.Bench(tmp_path, 30.0, {}, steps=["batch1"])
+    saved = []
+    runs.save = lambda: saved.append(json.loads(json.dumps(row)))
+    for name in ("down", "create", "kos"):
+        monkeypatch.setattr(runs, name, lambda *a, **kw: None)
+    monkeypatch.setattr(runs, "fresh", lambda var_file: {"seconds": 412.5})
+    monkeypatch.setattr(bench, "host_cpu", lambda cluster: {})
+    monkeypatch.setattr(runs, "highstates", lambda var_file, since: 53)
+
+    def baseline(var_file):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs, "baseline", baseline)
+    row = {"join_seconds": 30.0}
+    with pytest.raises(KeyboardInterrupt):
+        runs.one(50, "ssh-ed25519 AAAA test", row)
+    assert saved and saved[-1]["fresh"]["seconds"] == 412.5
+    row["error"] = "interrupted (SIGINT)"
+    text = bench.table([row])
+    assert "412.5" in text and "50 (then failed: interrupted (SIGINT))" in text
