@@ -63,6 +63,9 @@ ORCHESTRATIONS = ("runner.state.orchestrate", "runner.kos_reactor.started")
 COMMENT_LIMIT = 2000
 # The longest a round of op_answering waits for the silent.
 PING_MAX = 60
+# How long the lock and an orchestration wait for the reactor's converge of a minion that
+# started, by default.
+REACTOR_WAIT = 1800
 
 
 # -- the run lock (kos uses it locally too) ---------------------------------------------
@@ -521,7 +524,7 @@ class Channel:
         # An orchestration started by hand (or by a run whose session is gone) counts too;
         # the reactor's converge of a minion that started is waited for, not refused (it
         # ends, and kos would otherwise fail for as long as it runs).
-        running = self.wait_for_reactor(rid, float(req.get("reactor_wait", 1800)))
+        running = self.wait_for_reactor(rid, float(req.get("reactor_wait", REACTOR_WAIT)))
         return {"path": lock.path, "stale": stale, "orchestrations": running}
 
     def op_keys(self, rid, req):
@@ -790,7 +793,7 @@ class Channel:
         sls = str(req.get("sls", ""))
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", sls):
             raise Failure("invalid", f"not an SLS name: {sls!r}")
-        running = self.wait_for_reactor(rid, float(req.get("reactor_wait", 1800)))
+        running = self.wait_for_reactor(rid, float(req.get("reactor_wait", REACTOR_WAIT)))
         if running:
             raise Failure(
                 "busy",

@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
-import salt.payload
 from kos import errors
 from kos.onmaster import FileLock, Locked, step_summary
 from kos.salt import PRELUDE, Channel, SaltMaster, orchestration_failures
+
+from tests.saltjobs import running_job
 
 BIN = Path(sys.executable).parent
 MINION = "kosch-minion"
@@ -556,27 +557,12 @@ def test_one_orchestration_and_one_lock_holder_at_a_time(session):
         third.close()
 
 
-def running_job(master, jid, seconds, fun, user, arg):
-    """A job of the master as Salt tracks it: a proc file naming a live process whose
-    command line says salt, that ends after ``seconds``."""
-    proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})",
-                             "salt-run"])
-    while b"salt-run" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
-        time.sleep(0.01)  # until it runs its own command line, not this one's (forked)
-    proc_dir = Path(master.config["cachedir"]) / "proc"
-    proc_dir.mkdir(exist_ok=True)
-    # Salt forgets the file once its process is gone
-    (proc_dir / jid).write_bytes(salt.payload.dumps(
-        {"fun": fun, "jid": jid, "pid": proc.pid, "user": user, "fun_args": [arg]}))
-    return proc
-
-
 def test_the_lock_waits_for_the_reactors_converge_and_refuses_the_others(master, session):
     """A minion that started is being converged by the master's reactor: kos waits for
     that (it ends) instead of failing; an orchestration of anyone else is refused at once."""
     # the reactor's converge of a minion that started
-    reaction = running_job(master, "20261201220000000001", 6, "runner.kos_reactor.started",
-                           "Reactor", "kosch-late")
+    reaction = running_job(master.config["cachedir"], "runner.kos_reactor.started",
+                           "20261201220000000001", 6, user="Reactor", fun_args=["kosch-late"])
     ch = Channel(session).open()
     try:
         said = []
@@ -594,8 +580,8 @@ def test_the_lock_waits_for_the_reactors_converge_and_refuses_the_others(master,
         reaction.kill()
         reaction.wait()
     salt_master = SaltMaster(session)
-    by_hand = running_job(master, "20261201220000000002", 60, "runner.state.orchestrate",
-                          "root", "orch.deploy")
+    by_hand = running_job(master.config["cachedir"], "runner.state.orchestrate",
+                          "20261201220000000002", 60, fun_args=["orch.deploy"])
     try:
         started = time.monotonic()
         with pytest.raises(errors.Locked) as busy:

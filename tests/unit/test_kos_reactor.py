@@ -2,8 +2,6 @@
 decided from a real master cache (Salt's localfs cache in a temporary directory, filled the
 way the master fills it: each minion's pillar and mine)."""
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from unittest.mock import create_autospec
@@ -14,6 +12,7 @@ import salt.config
 import salt.payload
 import salt.utils.mine
 
+from tests.saltjobs import running_job
 from tests.unit.conftest import load
 
 runner = load("runners", "kos_reactor")
@@ -101,20 +100,6 @@ def test_nobody_is_converged_before_the_cluster_is_up(cache, orchestrate):
     orchestrate.assert_not_called()
 
 
-def running_job(opts, fun, jid, seconds):
-    """A job of this master as Salt tracks it: a proc file naming a live process (one whose
-    command line says salt, as Salt checks) that ends after ``seconds``."""
-    proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})",
-                             "salt-run"])
-    while b"salt-run" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
-        time.sleep(0.01)  # until it runs its own command line, not this one's (forked)
-    proc_dir = Path(opts["cachedir"]) / "proc"
-    proc_dir.mkdir(exist_ok=True)
-    (proc_dir / jid).write_bytes(salt.payload.dumps(
-        {"fun": fun, "jid": jid, "pid": proc.pid, "user": "root"}))
-    return proc
-
-
 @pytest.fixture
 def new_node(cache, cluster_up):
     pillar_of(cache, NEW, ["worker", "kubernetes_node"])
@@ -124,7 +109,8 @@ def new_node(cache, cluster_up):
 def test_a_node_starting_during_an_orchestration_waits_for_it_to_end(cache, new_node,
                                                                      orchestrate, caplog):
     """kos converge (or an operator's upgrade) runs: the node joins after it, not midway."""
-    converge = running_job(cache[1], "runner.state.orchestrate", "20261129150000000001", 3)
+    converge = running_job(cache[1]["cachedir"], "runner.state.orchestrate",
+                           "20261129150000000001", 3)
     try:
         started_at = time.monotonic()
         with caplog.at_level("INFO"):
@@ -143,7 +129,8 @@ def test_a_node_starting_during_an_orchestration_waits_for_it_to_end(cache, new_
 
 def test_a_node_starting_during_a_converge_that_joined_it_does_nothing(cache, new_node,
                                                                       orchestrate):
-    converge = running_job(cache[1], "runner.state.orchestrate", "20261129150000000002", 2)
+    converge = running_job(cache[1]["cachedir"], "runner.state.orchestrate",
+                           "20261129150000000002", 2)
     mine_of(cache, NEW, initialised=True, joined=True)  # what that converge leaves
     try:
         ret = runner.started(NEW, poll=0.2)
@@ -157,7 +144,8 @@ def test_a_node_starting_during_a_converge_that_joined_it_does_nothing(cache, ne
 def test_reactions_do_not_wait_for_one_another(cache, new_node, orchestrate):
     """Another node's reaction runs (runner.kos_reactor.started): waiting for it could
     deadlock two nodes that start together."""
-    other = running_job(cache[1], "runner.kos_reactor.started", "20261129150000000003", 30)
+    other = running_job(cache[1]["cachedir"], "runner.kos_reactor.started",
+                        "20261129150000000003", 30)
     try:
         started_at = time.monotonic()
         assert runner.started(NEW, poll=0.2)["converge"] is True
@@ -169,7 +157,8 @@ def test_reactions_do_not_wait_for_one_another(cache, new_node, orchestrate):
 
 def test_an_orchestration_that_never_ends_gives_up_and_changes_nothing(cache, new_node,
                                                                       orchestrate, caplog):
-    stuck = running_job(cache[1], "runner.state.orchestrate", "20261129150000000004", 60)
+    stuck = running_job(cache[1]["cachedir"], "runner.state.orchestrate",
+                        "20261129150000000004", 60)
     try:
         ret = runner.started(NEW, wait=1, poll=0.2)
     finally:
