@@ -37,6 +37,26 @@ def cache_root():
     return Path(base) / "kos"
 
 
+def go_root():
+    """Go's module, build and toolchain caches for every build kos makes (the provider,
+    Kubernetes): under kos's own cache, so a fresh machine's builds share them and removing
+    ``~/.cache/kos`` removes them too."""
+    return cache_root() / "go"
+
+
+def go_env(toolchain, goflags):
+    env = dict(os.environ)
+    env.update(
+        GOTOOLCHAIN=toolchain,
+        GOMODCACHE=str(go_root() / "mod"),
+        GOCACHE=str(go_root() / "build"),
+        GOPATH=str(go_root() / "path"),
+        CGO_ENABLED="0",
+        GOFLAGS=goflags,
+    )
+    return env
+
+
 def platform_name():
     machine = platform.machine().lower()
     arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[machine]
@@ -65,14 +85,9 @@ def build(target):
         work = Path(tmp)
         for name in ("go.mod", "go.sum"):
             shutil.copy(BUILD_DIR / name, work / name)
-        env = dict(os.environ)
-        env.update(
-            GOBIN=str(work / "bin"),
-            GOTOOLCHAIN=GO_TOOLCHAIN,
-            CGO_ENABLED="0",
-            # Same flags on every machine: the lock file records the binary's hash.
-            GOFLAGS="-trimpath -buildvcs=false -mod=readonly",
-        )
+        # Same flags on every machine: the lock file records the binary's hash.
+        env = go_env(GO_TOOLCHAIN, "-trimpath -buildvcs=false -mod=readonly")
+        env["GOBIN"] = str(work / "bin")
         res = subprocess.run([go, "install", "-ldflags=-s -w", PACKAGE], cwd=work, env=env,
                              capture_output=True, text=True, timeout=BUILD_TIMEOUT)
         if res.returncode != 0:
