@@ -149,12 +149,12 @@ def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_n
     monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
     version = kubernetes.pinned_version()
     backend = local.LocalBackend.__new__(local.LocalBackend)
-    pid = kubernetes.start()
-    assert pid
+    build = kubernetes.start()
+    assert build
     with pytest.raises(kubernetes.PreflightError, match="Go is needed") as err:
         backend.before_orchestration("kubeadm")
     assert "apt-get install golang" in err.value.fix
-    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+    assert build.wait() != 0
     log = kubernetes.log_path(version, "start.log")
     assert "Go is needed" in log.read_text() and "Warning" not in log.read_text()
     assert not kubernetes.built(version)

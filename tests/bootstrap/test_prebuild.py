@@ -1,43 +1,150 @@
-"""python -m kos.local.prebuild: the images and the Go builds side by side."""
+"""python -m kos.local.prebuild: the images beside the Kubernetes build, and what an
+interrupt or a failure leaves."""
 
-import threading
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
 
 from kos.errors import PreflightError
-from kos.local import prebuild
+from kos.local import kubernetes, prebuild
+
+BOOTSTRAP = Path(prebuild.__file__).resolve().parents[2]
 
 
-def test_the_images_and_the_builds_run_side_by_side(monkeypatch, capsys):
-    # each chain waits for the other to have started: one after the other would time out
-    both = threading.Barrier(2, timeout=10)
-    ran = []
+def _build_process(script):
+    """A stand-in for ``python -m kos.local.kubernetes``, started as ``kubernetes.start``
+    starts it (a session of its own)."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
+                            start_new_session=True)
 
-    def chain(name):
-        def run():
-            both.wait()
-            ran.append(name)
-        return run
 
-    monkeypatch.setattr(prebuild, "images", chain("images"))
-    monkeypatch.setattr(prebuild, "binaries", chain("binaries"))
+def _wait_for(path, seconds=20):
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def ensured(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls = []
+    monkeypatch.setattr(kubernetes, "ensure", lambda version=None: calls.append(version))
+    return calls
+
+
+def test_the_images_are_built_while_kubernetes_builds_in_its_own_process(
+        monkeypatch, tmp_path, capsys, ensured):
+    # each side waits for the other to have started: one after the other would time out
+    building, imaging = tmp_path / "building", tmp_path / "imaging"
+    monkeypatch.setattr(kubernetes, "start", lambda version=None: _build_process(f"""
+        import pathlib, sys, time
+        pathlib.Path({str(building)!r}).touch()
+        deadline = time.monotonic() + 20
+        while not pathlib.Path({str(imaging)!r}).exists():
+            if time.monotonic() > deadline:
+                sys.exit(1)
+            time.sleep(0.05)
+    """))
+
+    def image():
+        imaging.touch()
+        _wait_for(building)
+
+    monkeypatch.setattr(prebuild, "_here", lambda: [("an image", lambda: False, image)])
     assert prebuild.main() == 0
-    assert sorted(ran) == ["binaries", "images"]
+    assert ensured == [kubernetes.pinned_version()]
     assert "images, provider and Kubernetes are ready" in capsys.readouterr().err
 
 
-def test_a_chain_that_fails_says_why_once_the_other_ended(monkeypatch, capsys):
-    other = threading.Event()
+def test_an_interrupt_reaches_the_kubernetes_build_and_leaves_nothing_running(tmp_path):
+    """As the test suite's sessionfinish stops it: SIGINT to the prebuild's PID only. The
+    build's own cleanup runs, and the prebuild ends only after it."""
+    started, cleaned, pid = (tmp_path / n for n in ("started", "cleaned", "pid"))
+    build = f"""
+        import os, pathlib, sys, time
+        pathlib.Path({str(pid)!r}).write_text(str(os.getpid()))
+        pathlib.Path({str(started)!r}).touch()
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            time.sleep(0.5)  # a cleanup that takes a moment
+            pathlib.Path({str(cleaned)!r}).touch()
+            sys.exit(130)
+    """
+    script = textwrap.dedent(f"""
+        import subprocess, sys, textwrap, time
+        from kos.local import kubernetes, prebuild
+        kubernetes.start = lambda version=None: subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent({build!r})], start_new_session=True)
+        prebuild._here = lambda: [("an image", lambda: False, lambda: time.sleep(60))]
+        sys.exit(prebuild.main())
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(BOOTSTRAP),
+                                 "XDG_CACHE_HOME": str(tmp_path / "cache")},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_for(started)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert cleaned.exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid.read_text()), 0)
 
-    def images():
+
+def test_a_failed_image_is_reported_once_the_kubernetes_build_ended(
+        monkeypatch, tmp_path, capsys, ensured):
+    finished = tmp_path / "finished"
+    monkeypatch.setattr(kubernetes, "start", lambda version=None: _build_process(f"""
+        import pathlib, time
+        time.sleep(0.5)
+        pathlib.Path({str(finished)!r}).touch()
+    """))
+
+    def image():
         raise PreflightError("debootstrap failed", fix="check the Debian mirror")
 
-    def binaries():
-        other.wait(1)
-        other.set()
-
-    monkeypatch.setattr(prebuild, "images", images)
-    monkeypatch.setattr(prebuild, "binaries", binaries)
+    monkeypatch.setattr(prebuild, "_here", lambda: [("an image", lambda: False, image)])
     code = prebuild.main()
     out = capsys.readouterr()
-    assert code == PreflightError.exit_code and other.is_set()
+    assert code == PreflightError.exit_code and finished.exists()
     assert "debootstrap failed" in out.out + out.err
     assert "ready" not in out.out + out.err
+
+
+def test_a_failed_kubernetes_build_is_reported_with_its_log(
+        monkeypatch, tmp_path, capsys, ensured):
+    version = kubernetes.pinned_version()
+    log = kubernetes.log_path(version, "start.log")
+    log.parent.mkdir(parents=True)
+    log.write_text("building Kubernetes\nERROR go build ./cmd/kubelet failed: see kubelet.log\n")
+    monkeypatch.setattr(kubernetes, "start", lambda version=None: _build_process(
+        "import sys; sys.exit(3)"))
+    monkeypatch.setattr(prebuild, "_here", lambda: [("an image", lambda: True, lambda: None)])
+    code = prebuild.main()
+    out = capsys.readouterr()
+    assert code == PreflightError.exit_code and ensured == []
+    assert f"building Kubernetes {version} failed" in out.out + out.err
+    assert "go build ./cmd/kubelet failed" in out.out + out.err
+
+
+def test_pending_names_what_is_not_built(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(prebuild, "_here", lambda: [("the hosts' image", lambda: True, None),
+                                                    ("the provider", lambda: False, None)])
+    assert prebuild.pending() == ["the provider", "Kubernetes"]
+    root = kubernetes.root(kubernetes.pinned_version())
+    root.mkdir(parents=True)
+    (root / kubernetes.MARKER).touch()
+    assert prebuild.pending() == ["the provider"]

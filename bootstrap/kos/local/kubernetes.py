@@ -225,8 +225,7 @@ def _link_minor(path, version):
     os.replace(tmp, link)
 
 
-def go_root():
-    return provider.cache_root() / "go"
+go_root = provider.go_root
 
 
 def ensure(version=None):
@@ -248,8 +247,8 @@ def ensure(version=None):
 
 
 def start(version=None):
-    """Start building ``version`` in a process of its own, unless it is built: the PID, or
-    None. ``kos up`` boots the cloud and applies Terraform meanwhile (the nodes need the
+    """Start building ``version`` in a process of its own, unless it is built: the process
+    (a ``Popen``), or None. ``kos up`` boots the cloud and applies Terraform meanwhile (the nodes need the
     mirror only when the orchestration installs Kubernetes, and take it from ``ensure``,
     which waits on the build's lock). The build outlives an interrupted ``kos up``: the
     re-run waits for it, as for any second build of a version."""
@@ -264,7 +263,7 @@ def start(version=None):
                                  __name__, version],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    return proc.pid
+    return proc
 
 
 class _Title:
@@ -300,16 +299,7 @@ def _build(version, path):
 
 
 def _go_env(toolchain):
-    env = dict(os.environ)
-    env.update(
-        GOTOOLCHAIN=toolchain,
-        GOMODCACHE=str(go_root() / "mod"),
-        GOCACHE=str(go_root() / "build"),
-        GOPATH=str(go_root() / "path"),
-        CGO_ENABLED="0",
-        GOFLAGS="-mod=mod -trimpath -buildvcs=false",
-    )
-    return env
+    return provider.go_env(toolchain, "-mod=mod -trimpath -buildvcs=false")
 
 
 def _steps(build, go, version, out):

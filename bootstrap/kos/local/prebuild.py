@@ -9,51 +9,71 @@ background when it will run the end-to-end tests, so a fresh machine's builds ov
 the tests before them instead of adding to them.
 """
 
+import signal
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from .. import ui
-from ..errors import KosError
+from ..errors import KosError, PreflightError
 from . import kubernetes, provider, rootfs
 from .openstack import image as cloud_image
 
 
+def _here():
+    """The builds this process makes, in order, as (what, ready, ensure): the images mostly
+    wait on Debian's mirror and the disk, and run while Kubernetes builds in a process of
+    its own on the CPU. One after the other, Kubernetes was ready 29 minutes into a fresh
+    make test, and the first cluster waited for it."""
+    return [
+        ("the hosts' image", rootfs.layer().ready, rootfs.layer().ensure),
+        ("the cloud's image", cloud_image.layer().ready, cloud_image.layer().ensure),
+        ("the Terraform provider", provider.binary().exists, provider.ensure),
+    ]
+
+
 def pending():
     """What the prebuild would build on this machine (empty: everything is cached)."""
-    missing = [what for what, ready in (
-        ("the hosts' image", rootfs.layer().ready()),
-        ("the cloud's image", cloud_image.layer().ready()),
-        ("the Terraform provider", provider.binary().exists()),
-        ("Kubernetes", kubernetes.built(kubernetes.pinned_version())),
-    ) if not ready]
+    missing = [what for what, ready, _ in _here() if not ready()]
+    if not kubernetes.built(kubernetes.pinned_version()):
+        missing.append("Kubernetes")
     return missing
 
 
-def images():
-    rootfs.layer().ensure()
-    cloud_image.layer().ensure()
-
-
-def binaries():
-    provider.ensure()
-    kubernetes.ensure()
+def _interrupted(build):
+    """The Kubernetes build runs in a session of its own (a Ctrl-C in a terminal does not
+    reach it twice): pass the interrupt on once and wait for its own cleanup, so nothing
+    builds on after this process ended and no half-made build stays behind."""
+    if build is not None and build.poll() is None:
+        build.send_signal(signal.SIGINT)
+        build.wait()
 
 
 def main():
-    """The two chains side by side: the images mostly wait on Debian's mirror and the
-    disk, the Go builds on the CPU. One after the other, Kubernetes was ready 29 minutes
-    into a fresh make test, and the first cluster waited for it."""
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kos-prebuild") as pool:
-        chains = [pool.submit(images), pool.submit(binaries)]
-    for chain in chains:
-        exc = chain.exception()
-        if isinstance(exc, KosError):
-            ui.error(exc.problem, exc.fix, exc.details)
-            return exc.exit_code
-        if exc is not None:
-            raise exc
+    version = kubernetes.pinned_version()
+    build = kubernetes.start(version)
+    failed = None
+    try:
+        for _, _, ensure in _here():
+            try:
+                ensure()
+            except KosError as exc:
+                failed = exc
+                break
+        # A failure above still lets the Kubernetes build finish: the re-run uses it.
+        if build is not None and build.wait() != 0 and failed is None:
+            tail = kubernetes.log_path(version, "start.log").read_text().strip().splitlines()
+            failed = PreflightError(f"building Kubernetes {version} failed",
+                                    fix="see the build's log it names and re-run",
+                                    details=tail[-15:])
+        if failed is None:
+            kubernetes.ensure(version)
+    except BaseException:
+        _interrupted(build)
+        raise
+    if failed is not None:
+        ui.error(failed.problem, failed.fix, failed.details)
+        return failed.exit_code
     ui.ok(f"the rehearsal cloud's images, provider and Kubernetes are ready "
           f"({time.monotonic() - started:.0f}s)")
     return 0
