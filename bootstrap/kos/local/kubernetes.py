@@ -315,12 +315,14 @@ def _steps(build, go, version, out):
     meta = json.loads(Path(info["Info"]).read_text())
     # the proxy names the commit of some releases only (v1.31.4 yes, v1.32.13 no)
     ldflags = _ldflags(version, (info.get("Origin") or {}).get("Hash", ""), meta["Time"])
-    # kubeadm first: it names the images (and so the etcd and CoreDNS versions).
-    for what in (COMMANDS[:1], COMMANDS[1:]):
-        with build.stage(f"{', '.join(what)} with {toolchain}"):
-            build.run(go, "build", "-tags", "providerless", "-ldflags", ldflags, "-o", bindir,
-                      *[f"./cmd/{c}" for c in what],
-                      env=env, timeout=BUILD_TIMEOUT, cwd=work / "kubernetes")
+    # One go build for all: each binary links while the others still compile (kubeadm
+    # alone first, then the rest, took 342 s + 588 s on a fresh machine, the cores idle
+    # through each link).
+    with build.stage(f"{', '.join(COMMANDS)} with {toolchain}"):
+        build.run(go, "build", "-tags", "providerless", "-ldflags", ldflags, "-o", bindir,
+                  *[f"./cmd/{c}" for c in COMMANDS],
+                  env=env, timeout=BUILD_TIMEOUT, cwd=work / "kubernetes")
+    # kubeadm names the images, and so the etcd and CoreDNS versions.
     refs = _image_list(build, bindir / "kubeadm", version)
     etcd = refs["etcd"].rsplit(":", 1)[1].split("-")[0]
     with build.stage(f"etcd {etcd} (etcd, etcdctl, etcdutl) and pause"):
