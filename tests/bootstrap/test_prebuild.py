@@ -34,6 +34,8 @@ def _wait_for(path, seconds=20):
 @pytest.fixture
 def ensured(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # (in this process: pytest's own signal handlers stay)
+    monkeypatch.setattr(prebuild, "take_interrupts", lambda: None)
     calls = []
     monkeypatch.setattr(kubernetes, "ensure", lambda version=None: calls.append(version))
     return calls
@@ -64,29 +66,39 @@ def test_the_images_are_built_while_kubernetes_builds_in_its_own_process(
 
 
 def test_an_interrupt_reaches_the_kubernetes_build_and_leaves_nothing_running(tmp_path):
-    """As the test suite's sessionfinish stops it: SIGINT to the prebuild's PID only. The
-    build's own cleanup runs, and the prebuild ends only after it."""
+    """As the test suite's sessionfinish stops it: SIGINT to the prebuild's PID only, in a
+    suite started as a shell's background job (SIGINT ignored, and so in what it starts).
+    The build's own cleanup runs, and the prebuild ends only after it."""
     started, cleaned, pid = (tmp_path / n for n in ("started", "cleaned", "pid"))
+    # kubernetes.main as ``python -m kos.local.kubernetes`` runs it, building for a minute
     build = f"""
         import os, pathlib, sys, time
-        pathlib.Path({str(pid)!r}).write_text(str(os.getpid()))
-        pathlib.Path({str(started)!r}).touch()
-        try:
-            time.sleep(60)
-        except KeyboardInterrupt:
-            time.sleep(0.5)  # a cleanup that takes a moment
-            pathlib.Path({str(cleaned)!r}).touch()
-            sys.exit(130)
+        from kos.local import kubernetes
+
+        def ensure(version=None):
+            pathlib.Path({str(pid)!r}).write_text(str(os.getpid()))
+            pathlib.Path({str(started)!r}).touch()
+            try:
+                time.sleep(60)
+            except KeyboardInterrupt:
+                time.sleep(0.5)  # a cleanup that takes a moment
+                pathlib.Path({str(cleaned)!r}).touch()
+                raise
+
+        kubernetes.ensure = ensure
+        sys.exit(kubernetes.main([]))
     """
     script = textwrap.dedent(f"""
-        import subprocess, sys, textwrap, time
+        import signal, subprocess, sys, textwrap, time
         from kos.local import kubernetes, prebuild
         kubernetes.start = lambda version=None: subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent({build!r})], start_new_session=True)
+            [sys.executable, "-c", textwrap.dedent({build!r})], start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         prebuild._here = lambda: [("an image", lambda: False, lambda: time.sleep(60))]
         sys.exit(prebuild.main())
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
                             env={**os.environ, "PYTHONPATH": str(BOOTSTRAP),
                                  "XDG_CACHE_HOME": str(tmp_path / "cache")},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -97,7 +109,9 @@ def test_an_interrupt_reaches_the_kubernetes_build_and_leaves_nothing_running(tm
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0
+    out = proc.stdout.read().decode()
+    assert proc.returncode == prebuild.INTERRUPTED, out
+    assert "interrupted: what was half-built is removed" in out and "Traceback" not in out
     assert cleaned.exists()
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid.read_text()), 0)

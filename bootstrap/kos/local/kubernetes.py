@@ -37,6 +37,7 @@ import yaml
 
 from .. import ui
 from ..errors import KosError, PreflightError
+from ..ssh import take_interrupts
 from . import provider
 from .image import Build
 
@@ -598,11 +599,17 @@ def _sign(build, repo):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    # Started from a shell's background job, this process inherits SIGINT ignored: the
+    # prebuild's and kos's interrupt would not stop it, nor run its cleanup.
+    take_interrupts()
     try:
         path = ensure(UPGRADE_TARGET if argv[:1] == ["--next"] else (argv[0] if argv else None))
     except KosError as exc:
         ui.error(exc.problem, exc.fix, exc.details)
         return exc.exit_code
+    except KeyboardInterrupt:
+        ui.warn("interrupted: the half-made build is removed; a re-run starts it again")
+        return 130
     print(path)
     return 0
 

@@ -15,8 +15,12 @@ import time
 
 from .. import ui
 from ..errors import KosError, PreflightError
+from ..ssh import take_interrupts
 from . import kubernetes, provider, rootfs
 from .openstack import image as cloud_image
+
+
+INTERRUPTED = 130  # as a shell reports a command that SIGINT stopped
 
 
 def _here():
@@ -49,6 +53,9 @@ def _interrupted(build):
 
 
 def main():
+    # The test suite stops it with SIGINT, and a suite started in a shell's background
+    # hands it SIGINT ignored: take it back, with SIGTERM, as KeyboardInterrupt.
+    take_interrupts()
     started = time.monotonic()
     version = kubernetes.pinned_version()
     build = kubernetes.start(version)
@@ -68,6 +75,10 @@ def main():
                                     details=tail[-15:])
         if failed is None:
             kubernetes.ensure(version)
+    except KeyboardInterrupt:
+        _interrupted(build)
+        ui.warn("interrupted: what was half-built is removed; a re-run builds the rest")
+        return INTERRUPTED
     except BaseException:
         _interrupted(build)
         raise
