@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kos.errors import PreflightError
+from kos.errors import EXIT_INTERRUPTED, PreflightError
 from kos.local import kubernetes, prebuild
 
 BOOTSTRAP = Path(prebuild.__file__).resolve().parents[2]
@@ -110,7 +110,7 @@ def test_an_interrupt_reaches_the_kubernetes_build_and_leaves_nothing_running(tm
         if proc.poll() is None:
             proc.kill()
     out = proc.stdout.read().decode()
-    assert proc.returncode == prebuild.INTERRUPTED, out
+    assert proc.returncode == EXIT_INTERRUPTED, out
     assert "interrupted: what was half-built is removed" in out and "Traceback" not in out
     assert cleaned.exists()
     with pytest.raises(ProcessLookupError):

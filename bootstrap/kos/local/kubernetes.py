@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from .. import ui
-from ..errors import KosError, PreflightError
+from ..errors import EXIT_INTERRUPTED, KosError, PreflightError
 from ..ssh import take_interrupts
 from . import provider
 from .image import Build
@@ -249,9 +249,9 @@ def ensure(version=None):
 
 def start(version=None):
     """Start building ``version`` in a process of its own, unless it is built: the process
-    (a ``Popen``), or None. ``kos up`` boots the cloud and applies Terraform meanwhile (the nodes need the
-    mirror only when the orchestration installs Kubernetes, and take it from ``ensure``,
-    which waits on the build's lock). The build outlives an interrupted ``kos up``: the
+    (a ``Popen``), or None. ``kos up`` boots the cloud and applies Terraform meanwhile (the
+    nodes need the mirror only when the orchestration installs Kubernetes, and take it from
+    ``ensure``, which waits on the build's lock). The build outlives an interrupted ``kos up``: the
     re-run waits for it, as for any second build of a version."""
     version = version or pinned_version()
     if built(version):
@@ -609,7 +609,7 @@ def main(argv=None):
         return exc.exit_code
     except KeyboardInterrupt:
         ui.warn("interrupted: the half-made build is removed; a re-run starts it again")
-        return 130
+        return EXIT_INTERRUPTED
     print(path)
     return 0
 

@@ -14,13 +14,10 @@ import sys
 import time
 
 from .. import ui
-from ..errors import KosError, PreflightError
+from ..errors import EXIT_INTERRUPTED, KosError, PreflightError
 from ..ssh import take_interrupts
 from . import kubernetes, provider, rootfs
 from .openstack import image as cloud_image
-
-
-INTERRUPTED = 130  # as a shell reports a command that SIGINT stopped
 
 
 def _here():
@@ -75,13 +72,12 @@ def main():
                                     details=tail[-15:])
         if failed is None:
             kubernetes.ensure(version)
-    except KeyboardInterrupt:
+    except BaseException as exc:
         _interrupted(build)
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
         ui.warn("interrupted: what was half-built is removed; a re-run builds the rest")
-        return INTERRUPTED
-    except BaseException:
-        _interrupted(build)
-        raise
+        return EXIT_INTERRUPTED
     if failed is not None:
         ui.error(failed.problem, failed.fix, failed.details)
         return failed.exit_code
