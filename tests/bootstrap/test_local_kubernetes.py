@@ -5,6 +5,7 @@ module build of the source zip, the image archives the formula imports, the pack
 layout, the mirror's pillar. The build itself runs for real in the end-to-end tests.
 """
 
+import fcntl
 import json
 import multiprocessing
 import os
@@ -169,6 +170,27 @@ def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_n
     backend.before_orchestration("kubeadm")
     assert (kubernetes.root(version).parent / kubernetes.minor_dir(version)).resolve() == (
         kubernetes.root(version))
+
+
+def test_a_build_under_way_is_not_started_twice_and_its_log_is_kept(monkeypatch, tmp_path):
+    """The test suite's prebuild starts the build and kos up starts it again: the second
+    start leaves the running build alone (kos up waits on its lock) and its log whole; a
+    later start adds to the log, it never truncates what a build may still write."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
+    version = kubernetes.pinned_version()
+    kubernetes.root(version).parent.mkdir(parents=True)
+    log = kubernetes.log_path(version, "start.log")
+    log.write_text("what the running build printed\n")
+    with open(kubernetes.root(version).parent / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert kubernetes.start(version) is None
+        assert log.read_text() == "what the running build printed\n"
+    build = kubernetes.start(version)
+    assert build.wait() != 0
+    text = log.read_text()
+    assert text.startswith("what the running build printed\nkos: building Kubernetes ")
+    assert "Go is needed" in text and "\0" not in text
 
 
 def _relink(root, rounds):

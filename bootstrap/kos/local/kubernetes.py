@@ -238,7 +238,7 @@ def ensure(version=None):
     path = root(version)
     if not (path / MARKER).exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.parent / f".{version}.lock", "w") as lock:
+        with open(_lock_path(version), "w") as lock:
             # A second build of the same version waits and uses the first one's result.
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (path / MARKER).exists():
@@ -247,18 +247,41 @@ def ensure(version=None):
     return path
 
 
+def _lock_path(version):
+    return root(version).parent / f".{version}.lock"
+
+
+def _building(version):
+    """Whether a build of ``version`` holds its lock now."""
+    try:
+        with open(_lock_path(version), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except FileNotFoundError:
+        return False
+    return False
+
+
 def start(version=None):
-    """Start building ``version`` in a process of its own, unless it is built: the process
-    (a ``Popen``), or None. ``kos up`` boots the cloud and applies Terraform meanwhile (the
-    nodes need the mirror only when the orchestration installs Kubernetes, and take it from
-    ``ensure``, which waits on the build's lock). The build outlives an interrupted ``kos up``: the
-    re-run waits for it, as for any second build of a version."""
+    """Start building ``version`` in a process of its own, unless it is built or being
+    built: the process (a ``Popen``), or None. ``kos up`` boots the cloud and applies
+    Terraform meanwhile (the nodes need the mirror only when the orchestration installs
+    Kubernetes, and take it from ``ensure``, which waits on the build's lock). The build
+    outlives an interrupted ``kos up``: the re-run waits for it, as for any second build of
+    a version."""
     version = version or pinned_version()
-    if built(version):
+    # A build under way (the test suite's prebuild, when kos up starts one) is waited
+    # for through its lock.
+    if built(version) or _building(version):
         return None
     log = log_path(version, "start.log")
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out:
+    # Appended to, never truncated: a build that took the lock just after the check above
+    # keeps writing where it is, and truncating under it left a run of NUL bytes.
+    with open(log, "a") as out:
+        out.write(f"kos: building Kubernetes {version} ({time.strftime('%Y-%m-%d %H:%M:%S')})\n")
+        out.flush()
         # (runpy warns that kos.local imported this module before it ran it as __main__)
         proc = subprocess.Popen([sys.executable, "-W", "ignore::RuntimeWarning:runpy", "-m",
                                  __name__, version],
