@@ -182,7 +182,7 @@ def test_a_build_under_way_is_not_started_twice_and_its_log_is_kept(monkeypatch,
     kubernetes.root(version).parent.mkdir(parents=True)
     log = kubernetes.log_path(version, "start.log")
     log.write_text("what the running build printed\n")
-    with open(kubernetes.root(version).parent / f".{version}.lock", "w") as lock:
+    with open(kubernetes._lock_path(version), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert kubernetes.start(version) is None
         assert log.read_text() == "what the running build printed\n"

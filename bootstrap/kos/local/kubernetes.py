@@ -253,13 +253,13 @@ def _lock_path(version):
 
 def _building(version):
     """Whether a build of ``version`` holds its lock now."""
-    try:
-        with open(_lock_path(version), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except FileNotFoundError:
+    if not _lock_path(version).exists():
         return False
+    with open(_lock_path(version)) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
     return False
 
 
