@@ -587,17 +587,21 @@ def rebuilt_minions(dep):
     return sorted(mid for mid, m in minions.items() if m.get("hostname") in hosts)
 
 
-def refuse_replacing_the_first_control_plane(dep):
+def refuse_replacing_the_only_control_plane(dep):
+    """A rebuilt first control plane rejoins through another joined control plane
+    (orch.deploy); with none, its new server would hold nothing to rejoin and the cluster
+    would be gone."""
     outputs = dep.outputs() or {}
-    first = first_control_plane(outputs) if outputs.get("minions") else None
-    host = ((outputs.get("minions") or {}).get(first) or {}).get("hostname")
-    if host and host in dep.settings.replace:
+    minions = outputs.get("minions") or {}
+    first = first_control_plane(outputs) if minions else None
+    host = (minions.get(first) or {}).get("hostname")
+    others = [m for m, i in minions.items() if i.get("role") == "control_plane" and m != first]
+    if host and host in dep.settings.replace and not others:
         raise InputError(
-            f"--replace {host}: {host} is the first control plane, which initialised the "
-            "cluster and issues every join credential: a new server there would start "
-            "another cluster",
-            fix="replace the other nodes (one control plane at a time); kos cannot rebuild "
-            "the first control plane yet (README, Day two: nodes, Replace a node)")
+            f"--replace {host}: {host} is the only control plane, and the cluster lives on "
+            "its disk: a new server there would start another cluster",
+            fix="add control planes first (num_control_plane = 3), then replace it; or "
+            "bring its server back with its disk (README, Day two: nodes, Replace a node)")
 
 
 def retired_minions(dep):
@@ -871,7 +875,7 @@ def up(dep, confirm):
             + (" on the local cloud" if dep.backend.name == "local" else "")
         )
     if dep.settings.replace:
-        refuse_replacing_the_first_control_plane(dep)
+        refuse_replacing_the_only_control_plane(dep)
     # Once apply has begun, the project's usage includes this cluster: quotas are moot.
     apply_started = steps.status(created) is not None
     steps.run(

@@ -27,7 +27,8 @@ base:
 {%- if 'bastion' in kos.roles %}
     - bastion
 {%- endif %}
-{%- if 'first_control_plane' in kos.roles %}
+{#- A rebuilt first control plane rejoins through the issuer orch.deploy names. #}
+{%- if 'first_control_plane' in kos.roles and kos.issuer == kos.id %}
     - {{ kos.distribution }}.master
 {%- elif 'control_plane' in kos.roles or 'worker' in kos.roles %}
     - {{ kos.distribution }}.joined

@@ -427,16 +427,23 @@ def test_every_sls_renders(loaders, sls):
     assert low_ids(loaders, sls, pillar={"kubeadm_node": "k8s-worker-1"})
 
 
-def test_remove_orchestration_keeps_the_first_control_plane_and_changes_nothing(loaders):
+@pytest.mark.parametrize("extra, words", [
+    ({}, "is the first control plane: it stays (kos up --replace rebuilds it; a cluster never "
+         "retires it)"),
+    # this deployment has one control plane: nothing would keep the cluster meanwhile
+    ({"replace": True}, "is the only control plane left: no other one keeps the cluster while "
+                        "it is rebuilt"),
+])
+def test_remove_orchestration_keeps_the_first_control_plane_and_changes_nothing(loaders, extra,
+                                                                               words):
     """orch.remove refuses before it asks any minion (one node at a time, workers first, is
     tests/integration_kubeadm's)."""
     data = loaders.modules.state.show_sls(
-        "orch.remove", pillar={"remove": ["k8s-worker-1.kos-fn.test", MINION_ID]})
+        "orch.remove", pillar={"remove": ["k8s-worker-1.kos-fn.test", MINION_ID], **extra})
     assert list(data) == ["kos-orch-remove-options"], list(data)
     step = dict(kv for item in data["kos-orch-remove-options"]["test"]
                 if isinstance(item, dict) for kv in item.items())
-    assert step["name"] == (f"nothing changed: {MINION_ID} is the first control plane: it holds "
-                            "the cluster's join credentials and stays")
+    assert step["name"] == f"nothing changed: {MINION_ID} {words}"
 
 
 @pytest.mark.parametrize("distribution, pillar, words", [

@@ -219,7 +219,7 @@ def test_a_credential_is_issued_for_the_named_node_only_with_its_terraform_role(
     assert (doc["node"], doc["role"]) == (fresh, "control_plane")
     assert list((node.root / "etc/kos/join").iterdir()) == [
         node.root / "etc/kos/join" / f"{fresh}.json"]
-    # a node Terraform does not list, or the first control plane itself: nothing issued
+    # a node Terraform does not list, or the issuing node itself: nothing issued
     bad = salt.modules.state.sls("microk8s.credentials", pillar={"kos_orchestration": {
         "join_nodes": ["stranger.example.com", MINION_ID]}})
     failing = [v for v in bad.raw.values() if v["result"] is False]

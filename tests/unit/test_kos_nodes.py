@@ -228,8 +228,8 @@ def test_replaced_nodes_leave_the_cluster_before_their_servers_are_rebuilt(tmp_p
     assert steps.detail["terraform-apply"] == {"add": 9, "replaced": ["bastion", "k8s-worker-2"]}
 
 
-def deployment(replace, detail=None):
-    found = outputs("k8s-cp-1", "k8s-cp-2", "k8s-worker-1")
+def deployment(replace, detail=None, nodes=("k8s-cp-1", "k8s-cp-2", "k8s-worker-1")):
+    found = outputs(*nodes)
     found["salt_pillar"] = "kos:\n  first_control_plane: k8s-cp-1.example.com\n"
     records = {"terraform-apply": {"detail": detail or {}, "finished": "2026-11-27T21:00:00Z"}}
     return SimpleNamespace(outputs=lambda: found, settings=SimpleNamespace(replace=replace),
@@ -237,14 +237,19 @@ def deployment(replace, detail=None):
                            steps=SimpleNamespace(get=lambda name: records.get(name, {})))
 
 
-def test_the_first_control_plane_is_never_rebuilt_in_place():
+def test_the_only_control_plane_is_never_rebuilt_in_place():
+    """A rebuilt first control plane rejoins through another control plane; with none,
+    its cluster would be gone: refused before anything changes."""
     from kos import workflow
 
+    alone = deployment(("bastion", "k8s-cp-1"), nodes=("k8s-cp-1", "k8s-worker-1"))
     with pytest.raises(InputError) as err:
-        workflow.refuse_replacing_the_first_control_plane(deployment(("bastion", "k8s-cp-1")))
-    assert "k8s-cp-1 is the first control plane" in err.value.problem
-    assert "Replace a node" in err.value.fix and "cannot rebuild" in err.value.fix
-    workflow.refuse_replacing_the_first_control_plane(deployment(("k8s-cp-2", "salt")))
+        workflow.refuse_replacing_the_only_control_plane(alone)
+    assert "k8s-cp-1 is the only control plane" in err.value.problem
+    assert "num_control_plane" in err.value.fix and "Replace a node" in err.value.fix
+    # with another control plane to rejoin through, the first one is rebuilt like any other
+    workflow.refuse_replacing_the_only_control_plane(deployment(("bastion", "k8s-cp-1")))
+    workflow.refuse_replacing_the_only_control_plane(deployment(("k8s-cp-2", "salt")))
 
 
 def test_the_rebuilt_servers_old_keys_are_forgotten_but_the_masters():

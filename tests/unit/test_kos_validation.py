@@ -138,6 +138,8 @@ BAD = [
                  id="first-control-plane-missing"),
     pytest.param("kos:first_control_plane", WORKER, "kos:first_control_plane",
                  "not a control_plane node", id="first-control-plane-worker"),
+    pytest.param("kos_orchestration:issuer", WORKER, "kos_orchestration:issuer",
+                 "not a control_plane node of kos:nodes", id="issuer-worker"),
     pytest.param("kos:domain", "Prod_Example", "kos:domain", "is not a DNS name",
                  id="domain"),
     pytest.param("kos:domian", "prod.example.com", "kos:domian", "did you mean 'domain'?",

@@ -91,8 +91,9 @@ def sole_cluster(name):
     server was rebuilt) while other nodes of the deployment say in the mine
     (``kos_kubernetes``) that they joined, fail, naming them and the way out, in test mode
     too. Otherwise pass: the node holds its cluster, or no other node joined (the first
-    converge). Require it from the state that initialises; ``orch.deploy`` refuses the
-    same case before anything changes, this guards a plain ``state.highstate``.
+    converge). Require it from the state that initialises; ``orch.deploy`` has such a
+    node rejoin through a joined control plane instead (or refuses, when none is joined),
+    this guards a plain ``state.highstate``.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
     me = __salt__["kos.kubernetes_state"]()
@@ -113,8 +114,9 @@ def sole_cluster(name):
     ret["comment"] = (
         f"the first control plane {__opts__['id']} holds no cluster, but "
         f"{', '.join(joined)} joined the cluster it initialised: initialising it would "
-        "start a second cluster, so nothing changed; bring back its server with its disk "
-        "(kos cannot rebuild the first control plane yet)")
+        "start a second cluster, so nothing changed; converge it through the orchestration "
+        "(kos up, or salt-run state.orchestrate orch.deploy), which has it rejoin through a "
+        "joined control plane, or bring back its server with its disk")
     return ret
 
 

@@ -553,6 +553,8 @@ PILLAR = s.DictItem(
         "kos_orchestration": section(
             "What orch.deploy passes to one run (inline pillar); never in a pillar file.", {
                 "tree": text("Digest of the state tree the run converges with."),
+                "issuer": text("The joined control plane that issues join credentials while "
+                               "a rebuilt first control plane rejoins.", "minion-id"),
                 "join_nodes": listing("Minion ids a credentials or revoke run is for.",
                                       text("minion id", "minion-id")),
                 "refresh": listing("Minion ids that refresh their in-memory pillar once "
@@ -910,6 +912,16 @@ def first_control_plane_is_a_control_plane(view, error):
     elif nodes[first].get("role") != "control_plane":
         error("kos:first_control_plane", f"{first!r} is not a control_plane node",
               "name a control-plane node")
+
+
+@rule("kos_orchestration:issuer", "kos:nodes")
+def issuer_is_a_control_plane(view, error):
+    issuer, nodes = view.given("kos_orchestration:issuer"), view.given("kos:nodes")
+    if issuer is None or nodes is None:
+        return
+    if (nodes.get(issuer) or {}).get("role") != "control_plane":
+        error("kos_orchestration:issuer", f"{issuer!r} is not a control_plane node of kos:nodes",
+              "name a joined control plane (orch.deploy chooses one)")
 
 
 @rule("kos:distribution", "kubernetes:distribution")

@@ -1,4 +1,5 @@
-{#- On the first control plane: a join credential of its own for each node the
+{#- On the issuer (the first control plane, or the joined control plane orch.deploy
+    names while a rebuilt first control plane rejoins): a join credential of its own for each node the
     orchestration names in the pillar it passes (kos_orchestration:join_nodes), with
     the role Terraform gave that node: a short-lived bootstrap token and the CA hash, and
     for a control plane only the certificate key. Published in the mine for that minion
@@ -7,14 +8,26 @@
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 {%- from "kos/map.jinja" import kos with context %}
 {%- set wanted = salt['pillar.get']('kos_orchestration:join_nodes', []) %}
-{%- set unknown = wanted | reject('in', kos.nodes) | list + wanted | select('equalto', kos.first_control_plane) | list %}
+{%- set unknown = wanted | reject('in', kos.nodes) | list + wanted | select('equalto', kos.id) | list %}
 {%- if unknown %}
 
 kubeadm-credentials-test-fail_without_changes-unknown:
   test.fail_without_changes:
     - name: >-
         no join credential for {{ unknown | join(', ') }}: only the Kubernetes nodes of this
-        deployment but the first control plane join it
+        deployment join it, and never this node, which issues them
+{%- endif %}
+{%- if not kubeadm.first and not kubeadm.stacked_etcd and wanted %}
+
+# With external etcd the certificate upload needs the etcd client certificates the
+# configuration names: another issuer writes the same configuration.
+kubeadm-credentials-file-managed-config:
+  file.managed:
+    - name: {{ kubeadm.config_file }}
+    - source: salt://kubeadm/files/kubeadm-config.yaml.jinja
+    - template: jinja
+    - makedirs: True
+    - mode: '0600'
 {%- endif %}
 {%- for node in wanted if node not in unknown %}
 
@@ -29,6 +42,10 @@ kubeadm-credentials-kubeadm-join_credential_present-{{ node }}:
     - key_min_remaining: {{ kubeadm.certificate_key.min_remaining }}
     - description: {{ kubeadm.token_description | tojson }}
     - ca_file: {{ kubeadm.kube_dir }}/pki/ca.crt
+{#- kubeadm-config.yaml is the first control plane's (kubeadm.master); another issuer
+    uploads the certificates from its own pki, which with stacked etcd is all of them #}
+{%- if kubeadm.first or not kubeadm.stacked_etcd %}
     - config: {{ kubeadm.config_file }}
+{%- endif %}
     - kube_dir: {{ kubeadm.kube_dir }}
 {%- endfor %}

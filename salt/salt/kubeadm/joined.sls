@@ -1,5 +1,6 @@
-{#- Every other node joins the first control plane's cluster through its own
-    local load balancer, with the credentials published in the mine. Control planes
+{#- Every other node joins the cluster through its own local load balancer, with the
+    credential its issuer (kos.issuer: the first control plane, or another joined one
+    while a rebuilt first control plane rejoins) published in the mine. Control planes
     also run the cloud controller. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 {%- from "kos/map.jinja" import kos with context %}
@@ -12,7 +13,7 @@ include:
 
 kubeadm-joined-kubeadm-joined:
   kubeadm.joined:
-    - name: {{ kos.first_control_plane }}
+    - name: {{ kos.issuer }}
     - api_server_endpoint: {{ kubeadm.control_plane_endpoint }}
     - role: {{ kubeadm.role }}
     - node_name: {{ kubeadm.node_name }}

@@ -1,4 +1,5 @@
-{#- On the first control plane: a join credential of its own for each node the
+{#- On the issuer (the first control plane, or the joined control plane orch.deploy
+    names while a rebuilt first control plane rejoins): a join credential of its own for each node the
     orchestration names in the pillar it passes (kos_orchestration:join_nodes), with
     the role Terraform gave that node, published in the mine for that minion alone.
     Issued on demand by the orchestration's wave, never by a highstate; revoked by
@@ -6,7 +7,7 @@
 {%- from "microk8s/map.jinja" import microk8s with context %}
 {%- from "kos/map.jinja" import kos with context %}
 {%- set wanted = salt['pillar.get']('kos_orchestration:join_nodes', []) %}
-{%- set unknown = wanted | reject('in', kos.nodes) | list + wanted | select('equalto', kos.first_control_plane) | list %}
+{%- set unknown = wanted | reject('in', kos.nodes) | list + wanted | select('equalto', kos.id) | list %}
 include:
   - microk8s
   - microk8s.sans
@@ -16,7 +17,7 @@ microk8s-credentials-test-fail_without_changes-unknown:
   test.fail_without_changes:
     - name: >-
         no join credential for {{ unknown | join(', ') }}: only the Kubernetes nodes of this
-        deployment but the first control plane join it
+        deployment join it, and never this node, which issues them
 {%- endif %}
 {%- for node in wanted if node not in unknown %}
 

@@ -1,5 +1,6 @@
-{#- Every other node joins the first control-plane node's cluster with the token
-    it published in the mine. #}
+{#- Every other node joins the cluster with the token its issuer (kos.issuer: the first
+    control plane, or another joined one while a rebuilt first control plane rejoins)
+    published in the mine. #}
 {%- from "kos/map.jinja" import kos with context %}
 {%- set role = kos.nodes.get(kos.id, {}).get('role', 'worker') %}
 include:
@@ -10,8 +11,8 @@ include:
 
 microk8s-joined-microk8s-cluster_joined:
   microk8s.cluster_joined:
-    - name: {{ kos.first_control_plane }}
-    - source: {{ kos.first_control_plane }}
+    - name: {{ kos.issuer }}
+    - source: {{ kos.issuer }}
     - role: {{ role }}
     - require:
       - microk8s: microk8s-init-microk8s-running

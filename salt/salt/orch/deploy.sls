@@ -5,7 +5,10 @@
     since its last converge, new members for /etc/hosts); then:
       1. the first control plane alone, only while it is not initialised;
       2. each control plane that still has to join, one at a time (concurrent joins race),
-         with a join credential issued for it alone and revoked once it joined;
+         with a join credential issued for it alone and revoked once it joined; a first
+         control plane whose server was rebuilt (it holds nothing of a cluster while other
+         control planes are joined) is one of them: it rejoins through a joined control
+         plane, the issuer, which issues every credential of this run;
       3. one parallel wave (batches of kos:orchestration:batch, by default 5 per core of
          the master) of everything else that needs a highstate: workers that join (each
          with its own credential, revoked when the wave ends), joined nodes whose inputs
@@ -87,7 +90,9 @@ kos-orch-deploy-unexpected:
 {%- set targets = selected | reject('in', exclude) | list %}
 {#- The reactor's new minion is news to every other minion: their /etc/hosts learn it. #}
 {%- set others = known | reject('in', exclude) | reject('in', targets) | list if started else [] %}
-{%- set asked = (targets + others + ([first] if first and first not in exclude else [])) | unique | list %}
+{#- The control planes always answer too: whether the cluster still lives on them decides
+    how a first control plane that holds nothing comes back. #}
+{%- set asked = (targets + others + (([first] + all_control_planes) if first and first not in exclude else [])) | unique | reject('in', exclude) | list %}
 {#- What the minions converge with now: the state tree this master serves. #}
 {%- set files = [] %}
 {%- for root in opts.get('file_roots', {}).get(saltenv or 'base', []) %}
@@ -130,18 +135,27 @@ kos-orch-deploy-not-yet:
 {%- endif %}
 {%- endfor %}
 {%- set is_joined = joined | dictsort | selectattr('1') | map(attribute='0') | list %}
-{%- set joining_cps = all_control_planes | select('in', targets) | reject('in', is_joined) | list %}
+{#- A first control plane that holds nothing of a cluster while other nodes are joined to
+    it: its server was rebuilt. Initialising it would start a second cluster; it rejoins
+    through a joined control plane, the issuer, if there is one. #}
+{%- set first_k8s = (need.get(first) or {}).get('kubernetes') or {} %}
+{%- set still_joined = is_joined | reject('equalto', first) | list %}
+{%- set rebuilt = first in targets and first_k8s.get('fresh') is sameas true and still_joined | length > 0 %}
+{%- set issuers = all_control_planes | select('in', still_joined) | list %}
+{%- set issuer = issuers[0] if rebuilt and issuers else first %}
+{%- set rejoining = [first] if rebuilt and issuers else [] %}
+{%- set joining_cps = rejoining + all_control_planes | select('in', targets) | reject('in', is_joined) | list %}
 {%- set joining_workers = all_workers | select('in', targets) | reject('in', is_joined) | list %}
 {%- set joining = joining_cps + joining_workers %}
-{%- set credentials = first and first not in exclude and joining %}
+{%- set credentials = issuer and issuer not in exclude and joining %}
 {#- The first control plane alone: while it is not initialised, and before joins when it
     changes (new SANs or addons must not move under a joining node). #}
-{%- set first_alone = first in targets and (not first_up or (first in why and joining)) %}
+{%- set first_alone = first in targets and not rejoining and (not first_up or (first in why and joining)) %}
 {%- set wave = targets | select('in', why) | reject('equalto', first if first_alone else none) | reject('in', joining_cps) | list %}
 {%- set highstated = wave + joining_cps + ([first] if first_alone else []) %}
 {%- set learning = need | dictsort | selectattr('1') | selectattr('1.learn') | map(attribute='0') | list %}
-{%- set learners = (targets + others + ([first] if credentials else [])) | unique | reject('in', highstated) | select('in', learning) | list %}
-{%- set prepared = (highstated + ([first] if credentials else [])) | unique | list %}
+{%- set learners = (targets + others + ([issuer] if credentials else [])) | unique | reject('in', highstated) | select('in', learning) | list %}
+{%- set prepared = (highstated + ([issuer] if credentials else [])) | unique | list %}
 {%- set everyone = (prepared + learners) | unique | list %}
 {#- Extension modules are synced where they may be stale: a minion that did not answer,
     or whose last converge was made of another state tree. #}
@@ -161,6 +175,9 @@ kos-orch-deploy-not-yet:
 {%- endfor %}
 {#- Whose in-memory pillar no refresh renews before their highstate: it ends with one. #}
 {%- set run = {'tree': tree, 'refresh': highstated | reject('in', checking) | list} %}
+{%- if issuer != first %}
+{%- do run.update({'issuer': issuer}) %}
+{%- endif %}
 {%- set reasons = [] %}
 {%- for minion in highstated | sort %}
 {%- do reasons.append(minion ~ ' (' ~ (why.get(minion) or ['not initialised']) | join('; ') ~ ')') %}
@@ -169,26 +186,25 @@ kos-orch-deploy-not-yet:
 {%- if learners %}
 {%- set summary = summary ~ '; /etc/hosts learns new members: ' ~ learners | sort | join(', ') %}
 {%- endif %}
+{%- if rejoining %}
+{%- set summary = summary ~ '; ' ~ first ~ ' (rebuilt) rejoins the cluster through ' ~ issuer %}
+{%- endif %}
 {%- do salt['log.info']('kos orch.deploy: ' ~ summary) %}
-{#- A first control plane that holds nothing of a cluster while other nodes are joined to
-    it: its server was rebuilt. Initialising it would start a second cluster. #}
-{%- set first_k8s = (need.get(first) or {}).get('kubernetes') or {} %}
-{%- set still_joined = is_joined | reject('equalto', first) | list %}
-{%- if first and first in exclude and joining %}
+{%- if issuer and issuer in exclude and joining %}
 
 kos-orch-deploy-options:
   test.fail_without_changes:
-{%- set problem = 'the first control plane ' ~ first ~ ' is excluded, but ' ~ joining | join(', ') %}
+{%- set problem = ('the first control plane ' if issuer == first else 'the issuer ') ~ issuer ~ ' is excluded, but ' ~ joining | join(', ') %}
     - name: {{ (problem ~ ' must join with a credential it issues: do not exclude it') | tojson }}
-{%- elif first in targets and first_k8s.get('fresh') is sameas true and still_joined %}
+{%- elif rebuilt and not rejoining %}
 
 kos-orch-deploy-first-control-plane-lost:
   test.fail_without_changes:
 {%- set problem = 'the first control plane ' ~ first ~ ' holds no cluster, but ' ~ still_joined | join(', ')
                    ~ ' joined the cluster it initialised' %}
-{%- set fix = 'initialising it would start a second cluster, so nothing changed; bring back its server with its disk'
-               ~ ' (kos cannot rebuild the first control plane yet), and meanwhile converge the others with pillar exclude ['
-               ~ first ~ ']' %}
+{%- set fix = 'initialising it would start a second cluster, so nothing changed; no other control plane is joined'
+               ~ ' for it to rejoin through: bring back its server with its disk, and meanwhile converge the others'
+               ~ ' with pillar exclude [' ~ first ~ ']' %}
     - name: {{ (problem ~ ': ' ~ fix) | tojson }}
 {%- else %}
 
@@ -310,7 +326,7 @@ kos-orch-deploy-first-control-plane:
 
 kos-orch-deploy-credentials-{{ cp }}:
   salt.state:
-    - tgt: {{ first }}
+    - tgt: {{ issuer }}
     - sls: {{ distribution }}.credentials
     - queue: True
     - timeout: {{ wave_timeout }}
@@ -334,7 +350,7 @@ kos-orch-deploy-control-plane-{{ cp }}:
 # Used once: gone as soon as the control plane joined.
 kos-orch-deploy-revoke-{{ cp }}:
   salt.state:
-    - tgt: {{ first }}
+    - tgt: {{ issuer }}
     - sls: {{ distribution }}.revoke
     - queue: True
     - timeout: {{ wave_timeout }}
@@ -349,7 +365,7 @@ kos-orch-deploy-revoke-{{ cp }}:
 
 kos-orch-deploy-credentials-workers:
   salt.state:
-    - tgt: {{ first }}
+    - tgt: {{ issuer }}
     - sls: {{ distribution }}.credentials
     - queue: True
     - timeout: {{ wave_timeout }}
@@ -388,7 +404,7 @@ kos-orch-deploy-credentials-workers:
 # not (the control planes' went already, unless their join failed).
 kos-orch-deploy-revoke:
   salt.state:
-    - tgt: {{ first }}
+    - tgt: {{ issuer }}
     - sls: {{ distribution }}.revoke
     - queue: True
     - timeout: {{ wave_timeout }}
@@ -399,7 +415,7 @@ kos-orch-deploy-revoke:
     - require:
       - kos-orch-deploy-plan
 {%- endif %}
-{%- if first_alone %}
+{%- if first_alone or rejoining %}
 
 # The cluster says it is up (mine kos_kubernetes): from now on the master's reactor
 # converges a minion of this deployment that starts.
@@ -409,7 +425,7 @@ kos-orch-deploy-cluster-up:
     - tgt: {{ first }}
     - order: last
     - require:
-      - salt: kos-orch-deploy-first-control-plane
+      - salt: {{ 'kos-orch-deploy-first-control-plane' if first_alone else 'kos-orch-deploy-control-plane-' ~ first }}
 {%- endif %}
 {%- endif %}
 {%- endif %}

@@ -3,24 +3,26 @@
     Takes Kubernetes nodes out of the cluster for good, one at a time, workers first:
     drained from the first control plane; the node leaves (microk8s leave, or kubeadm
     reset: a control plane leaves dqlite or etcd); the first control plane forgets it
-    (microk8s remove-node, or its Node object deleted). A node that fails stops the run
-    and the nodes after it stay. A re-run goes on where it stopped: every step is
-    satisfied on a node that has left.
+    (microk8s remove-node, or its Node object deleted); while the first control plane
+    is itself replaced, the first other control plane that stays does all of this. A
+    node that fails stops the run and the nodes after it stay. A re-run goes on where it
+    stopped: every step is satisfied on a node that has left.
 
     The servers stay: kos up runs this for the nodes in Terraform's retired_nodes before
     Terraform destroys their servers, then deletes their salt keys; the next converge
     takes them out of every /etc/hosts.
 
-    remove:         minion ids of Kubernetes nodes of this cluster (kos:nodes), never the
-                    first control plane; the control planes left must stay an odd number
-                    (but see replace).
+    remove:         minion ids of Kubernetes nodes of this cluster (kos:nodes); the
+                    first control plane only with replace, and never the only one; the
+                    control planes left must stay an odd number (but see replace).
     force:          the nodes are gone and do not answer: skip the drain and their own
                     step (leave or reset) and forget them anyway (microk8s remove-node
                     --force; on kubeadm a control plane's etcd member is removed from the
                     first control plane).
     replace:        the nodes come back on new servers (kos up --replace): the control
                     planes may be left an even number meanwhile, but only one leaves at a
-                    time, so etcd/dqlite keep their quorum.
+                    time, so etcd/dqlite keep their quorum. The first control plane may be
+                    one of them: orch.deploy has it rejoin through another control plane.
     drain_timeout:  seconds a node's Pod evictions may take (default 300). #}
 {%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
@@ -31,19 +33,26 @@
 {%- set force = salt['pillar.get']('force', False) %}
 {%- set replace = salt['pillar.get']('replace', False) %}
 {%- set drain_timeout = salt['pillar.get']('drain_timeout', 300) %}
+{%- set cps = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | list %}
+{#- Who drains and forgets: the first control plane, or while it is itself replaced the
+    first control plane that stays. #}
+{%- set removing = remove if remove is iterable and remove is not string and remove is not mapping else [] %}
+{%- set others = cps | reject('equalto', first) | reject('in', removing) | list %}
+{%- set issuer = others[0] if first in removing and replace is sameas true and others else first %}
 {%- set problems = [] %}
 {%- if remove is string or remove is mapping or remove is not iterable or not remove %}
 {%- do problems.append("pillar key 'remove' must list the minion ids of the nodes to take out, got " ~ remove | tojson) %}
 {%- else %}
 {%- for node in remove %}
-{%- if node == first %}
-{%- do problems.append(node ~ " is the first control plane: it holds the cluster's join credentials and stays") %}
+{%- if node == first and replace is not sameas true %}
+{%- do problems.append(node ~ " is the first control plane: it stays (kos up --replace rebuilds it; a cluster never retires it)") %}
+{%- elif node == first and not others %}
+{%- do problems.append(node ~ " is the only control plane left: no other one keeps the cluster while it is rebuilt") %}
 {%- elif node not in nodes %}
 {%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ') ~ ")") %}
 {%- endif %}
 {%- endfor %}
-{%- set cps = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | list %}
-{#- the first control plane stays in any case (refused above when named) #}
+{#- the first control plane stays in any case (refused above when named, but replaced) #}
 {%- set staying = cps | reject('in', remove | reject('equalto', first) | list) | list %}
 {%- if replace is sameas true %}
 {%- if remove | select('in', cps) | list | length > 1 %}
@@ -72,7 +81,7 @@ kos-orch-remove-options:
 {#- Workers first: a control plane leaving changes the datastore the others rely on. #}
 {%- set order = remove | sort | list %}
 {%- set order = (order | reject('in', cps) | list) + (order | select('in', cps) | list) %}
-{%- set asked = [first] + ([] if force else order) %}
+{%- set asked = [issuer] + ([] if force else order) %}
 {%- set answers = salt['saltutil.cmd'](asked, 'test.ping', tgt_type='list', timeout=30) %}
 {%- set silent = asked | reject('in', answers | list) | list %}
 {%- if silent %}
@@ -81,7 +90,7 @@ kos-orch-remove-silent:
   test.fail_without_changes:
     - name: {{ ("nothing changed: " ~ silent | join(', ') ~ " did not answer; bring "
                 ~ ("it" if silent | length == 1 else "them") ~ " back and re-run"
-                ~ ("" if first in silent else ", or pass force: true for nodes whose servers are gone")) | tojson }}
+                ~ ("" if issuer in silent else ", or pass force: true for nodes whose servers are gone")) | tojson }}
 {%- else %}
 {%- set last = [] %}
 {#- The states this run uses, as this master serves them. #}
@@ -89,11 +98,11 @@ kos-orch-remove-silent:
 {%- for node in order %}
 {%- set name = node.split('.')[0] | lower %}
 {%- if distribution == 'kubeadm' %}
-{%- set steps = [('drain', first, 'kubeadm.drain'), ('leave', node, 'kubeadm.reset')]
-               + ([('forget-etcd', first, 'kubeadm.etcd_forget')] if force and node in cps else [])
-               + [('forget', first, 'kubeadm.delete')] %}
+{%- set steps = [('drain', issuer, 'kubeadm.drain'), ('leave', node, 'kubeadm.reset')]
+               + ([('forget-etcd', issuer, 'kubeadm.etcd_forget')] if force and node in cps else [])
+               + [('forget', issuer, 'kubeadm.delete')] %}
 {%- else %}
-{%- set steps = [('drain', first, 'microk8s.remove.drain'), ('leave', node, 'microk8s.remove.leave'), ('forget', first, 'microk8s.remove.forget')] %}
+{%- set steps = [('drain', issuer, 'microk8s.remove.drain'), ('leave', node, 'microk8s.remove.leave'), ('forget', issuer, 'microk8s.remove.forget')] %}
 {%- endif %}
 {#- A node that is gone neither leaves nor drains: its kubelet never confirms an eviction,
     and deleting its Node lets the Pod garbage collector free its Pods. #}
