@@ -299,14 +299,33 @@ def test_master_sls_renders_and_issues_no_credential(loaders):
     assert not [i for i in ids if "join_credential_present" in i]
 
 
-def test_credentials_sls_issues_one_per_named_node_with_its_terraform_role(loaders):
+def test_credentials_sls_issues_one_per_named_node_with_its_terraform_role(loaders, lab):
     worker = "k8s-worker-1.kos-fn.test"
-    ids = low_ids(loaders, "kubeadm.credentials",
-                  pillar={"kos_orchestration": {"join_nodes": [worker]}})
-    state = ids[f"kubeadm-credentials-kubeadm-join_credential_present-{worker}"]
-    assert (state["name"], state["role"], state["node_name"]) == (worker, "worker",
-                                                                  "k8s-worker-1")
-    assert len(ids) == 1
+    wanted = {"kos_orchestration": {"join_nodes": [worker]}}
+    config = Path(lab["k8s-cp-1"].kube_dir) / "kubeadm-config.yaml"
+    kept = config.read_text() if config.exists() else None
+    config.unlink(missing_ok=True)
+    try:
+        # an issuer that never ran kubeadm.master (a control plane that joined) writes the
+        # configuration the certificate upload reads first
+        ids = low_ids(loaders, "kubeadm.credentials", pillar=wanted)
+        written = ids.pop("kubeadm-credentials-file-managed-config")
+        assert written["name"] == str(config)
+        state = ids.pop(f"kubeadm-credentials-kubeadm-join_credential_present-{worker}")
+        assert (state["name"], state["role"], state["node_name"]) == (worker, "worker",
+                                                                      "k8s-worker-1")
+        assert state["config"] == str(config)
+        assert {"file": "kubeadm-credentials-file-managed-config"} in state["require"]
+        assert ids == {}
+        # where it is written already, it is left to kubeadm.master
+        write_config(loaders, lab["k8s-cp-1"])
+        again = low_ids(loaders, "kubeadm.credentials", pillar=wanted)
+        assert list(again) == [f"kubeadm-credentials-kubeadm-join_credential_present-{worker}"]
+    finally:
+        if kept is None:
+            config.unlink(missing_ok=True)
+        else:
+            config.write_text(kept)
     bad = low_ids(loaders, "kubeadm.credentials", pillar={"kos_orchestration": {
         "join_nodes": ["k8s-cp-9.kos-fn.test", MINION_ID]}})
     assert list(bad) == ["kubeadm-credentials-test-fail_without_changes-unknown"]

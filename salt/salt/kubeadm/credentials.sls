@@ -17,10 +17,14 @@ kubeadm-credentials-test-fail_without_changes-unknown:
         no join credential for {{ unknown | join(', ') }}: only the Kubernetes nodes of this
         deployment join it, and never this node, which issues them
 {%- endif %}
-{%- if not kubeadm.first and not kubeadm.stacked_etcd and wanted %}
+{#- kubeadm-config.yaml is kubeadm.master's, which an issuer that joined (another control
+    plane, or a first control plane that rejoined) has not run. The certificate upload
+    reads it: with external etcd for the etcd client certificates, and in any case for
+    the version, which kubeadm would otherwise look up on the internet. #}
+{%- set issuing = wanted | reject('in', unknown) | list %}
+{%- set write_config = issuing and not salt['file.file_exists'](kubeadm.config_file) %}
+{%- if write_config %}
 
-# With external etcd the certificate upload needs the etcd client certificates the
-# configuration names: another issuer writes the same configuration.
 kubeadm-credentials-file-managed-config:
   file.managed:
     - name: {{ kubeadm.config_file }}
@@ -29,7 +33,7 @@ kubeadm-credentials-file-managed-config:
     - makedirs: True
     - mode: '0600'
 {%- endif %}
-{%- for node in wanted if node not in unknown %}
+{%- for node in issuing %}
 
 kubeadm-credentials-kubeadm-join_credential_present-{{ node }}:
   kubeadm.join_credential_present:
@@ -42,10 +46,10 @@ kubeadm-credentials-kubeadm-join_credential_present-{{ node }}:
     - key_min_remaining: {{ kubeadm.certificate_key.min_remaining }}
     - description: {{ kubeadm.token_description | tojson }}
     - ca_file: {{ kubeadm.kube_dir }}/pki/ca.crt
-{#- kubeadm-config.yaml is the first control plane's (kubeadm.master); another issuer
-    uploads the certificates from its own pki, which with stacked etcd is all of them #}
-{%- if kubeadm.first or not kubeadm.stacked_etcd %}
     - config: {{ kubeadm.config_file }}
-{%- endif %}
     - kube_dir: {{ kubeadm.kube_dir }}
+{%- if write_config %}
+    - require:
+      - file: kubeadm-credentials-file-managed-config
+{%- endif %}
 {%- endfor %}
