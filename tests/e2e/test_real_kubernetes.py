@@ -186,7 +186,8 @@ def probes(real, tmp_path_factory):
         return len(up) == real.values["num_kube_nodes"], up
 
     yield wait_for("a probe pod running on every node", all_running)
-    kubectl(real, "delete", "-f", "-", stdin=PROBE_MANIFEST, check=False)
+    # through k8s-cp-2: the module's last test leaves k8s-cp-1's server off
+    kubectl(real, "delete", "-f", "-", stdin=PROBE_MANIFEST, check=False, via="k8s-cp-2")
 
 
 def test_pods_reach_each_other_across_nodes_without_nat(real, probes):

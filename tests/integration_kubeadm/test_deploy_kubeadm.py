@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EMPTY, by_id, highstated, mine_digest, orchestrate
+from tests.integration.conftest import (
+    EMPTY, by_id, converged, highstated, mine_digest, orchestrate,
+)
 from tests.integration_kubeadm.conftest import (
     CCM_CREDENTIALS, CONTROL_PLANES, STANDINS, daemon_pid, instance_uuid, root_of,
 )
@@ -213,6 +215,43 @@ def test_an_empty_pillar_cache_still_converges_kubeadm(deployed, salt_run, deplo
     assert highstated(steps) == {"kos-orch-deploy-wave": {deployment.fqdn(n)
                                                           for n in ("salt", *K8S)}}
     assert changed_states(steps) == []
+
+
+def test_a_rebuilt_first_control_plane_would_rejoin_through_another(deployed, salt_run,
+                                                                     deployment, host_roots):
+    """k8s-cp-1 holds nothing of its cluster (its /etc/kubernetes gone, as on a server
+    rebuilt under its name) while k8s-cp-2 and the workers are joined: orch.deploy in
+    test mode has it rejoin through k8s-cp-2, which issues and revokes its credential,
+    its highstate takes the joined path (kubeadm.joined, never kubeadm init), and nothing
+    changes."""
+    cp1, cp2 = deployment.fqdn("k8s-cp-1"), deployment.fqdn("k8s-cp-2")
+    kube = root_of(host_roots, "k8s-cp-1") / "etc/kubernetes"
+    aside = kube.with_name("kubernetes.kos-aside")
+    kube.rename(aside)
+    try:
+        ret, steps = orchestrate(salt_run, test=True)
+        ids = by_id(steps)
+        dump = json.dumps(steps, default=str)[:6000]
+        assert ids["kos-orch-deploy-plan"]["name"].endswith(
+            f"{cp1} (rebuilt) rejoins the cluster through {cp2}"), dump
+        assert "kos-orch-deploy-first-control-plane" not in ids
+        assert "kos-orch-deploy-first-control-plane-lost" not in ids
+        for step in ("credentials", "revoke"):
+            assert converged(ids[f"kos-orch-deploy-{step}-{cp1}"]) == {cp2}, dump
+        issuing = minion_states(ids[f"kos-orch-deploy-credentials-{cp1}"])[cp2]
+        assert f"kubeadm-credentials-kubeadm-join_credential_present-{cp1}" in issuing
+        joining = minion_states(ids[f"kos-orch-deploy-control-plane-{cp1}"])[cp1]
+        assert "kubeadm-joined-kubeadm-joined" in joining, sorted(joining)
+        assert not any(sid.startswith("kubeadm-master-") for sid in joining), sorted(joining)
+        # test mode: no credential issued, no configuration written on the issuer
+        cp2_root = root_of(host_roots, "k8s-cp-2")
+        assert not (cp2_root / "etc/kos/join" / f"{cp1}.json").exists()
+        assert not (cp2_root / "etc/kubernetes/kubeadm-config.yaml").exists()
+        assert not kube.exists()
+    finally:
+        aside.rename(kube)
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0 and highstated(steps) == {}, json.dumps(steps, default=str)[:4000]
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,9 @@
     in-memory pillar at the end of its highstate.
 
     exclude: these minions take part in nothing.
-    limit:   only these minions are converged, plus what they need from the first control
-             plane (their join credentials).
+    limit:   only these minions are converged, plus what they need from the issuer of
+             join credentials (the first control plane, or the joined control plane a
+             rebuilt first control plane rejoins through).
     force:   every targeted minion gets its highstate, whatever changed.
     started: a minion id, set by the master's reactor (salt://reactor/start.sls): converge
              that minion if this deployment expects it and its cluster is up, teach the
@@ -100,6 +101,25 @@ kos-orch-deploy-unexpected:
 {%- endfor %}
 {%- set tree = files | sort | tojson | sha256 %}
 {%- set answers = salt['saltutil.cmd'](asked, 'kos.converge_need', arg=[tree], tgt_type='list', timeout=30) if asked else {} %}
+{#- A first control plane that answers without kos's modules is a new server: they were
+    never synced to it. Whether it holds a cluster decides between initialising it and
+    having it rejoin, so while other nodes say they joined it is synced and asked again
+    before anything is planned (its modules load with the pillar refresh). #}
+{%- set first_said = (answers.get(first) or {}).get('ret') %}
+{%- set others_joined = [] %}
+{%- for minion, said in answers | dictsort if minion != first and (said or {}).get('ret') is mapping %}
+{%- if (said.ret.get('kubernetes') or {}).get('joined') is sameas true %}
+{%- do others_joined.append(minion) %}
+{%- endif %}
+{%- endfor %}
+{%- if first in answers and first_said is not mapping and others_joined %}
+{%- for kind in ['utils', 'modules'] %}
+{%- do salt['saltutil.cmd']([first], 'saltutil.sync_' ~ kind, kwarg={'saltenv': saltenv or 'base', 'refresh': False}, tgt_type='list', timeout=wave_timeout) %}
+{%- endfor %}
+{%- do salt['saltutil.cmd']([first], 'saltutil.refresh_pillar', kwarg={'wait': True}, tgt_type='list', timeout=wave_timeout) %}
+{%- do answers.update(salt['saltutil.cmd']([first], 'kos.converge_need', arg=[tree], tgt_type='list', timeout=30)) %}
+{%- do salt['log.info']('kos orch.deploy: ' ~ first ~ ' answered without kos modules while ' ~ others_joined | join(', ') ~ ' joined: synced and asked again') %}
+{%- endif %}
 {%- set need = {} %}
 {%- set joined = {} %}
 {#- Minions whose extension modules were synced for this very state tree. #}
