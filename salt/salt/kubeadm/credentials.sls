@@ -1,10 +1,10 @@
 {#- On the issuer (the first control plane, or the joined control plane orch.deploy
-    names while a rebuilt first control plane rejoins): a join credential of its own for each node the
-    orchestration names in the pillar it passes (kos_orchestration:join_nodes), with
-    the role Terraform gave that node: a short-lived bootstrap token and the CA hash, and
-    for a control plane only the certificate key. Published in the mine for that minion
-    alone; issued on demand by the orchestration's wave, never by a highstate; revoked by
-    kubeadm.revoke. #}
+    names while a rebuilt first control plane rejoins): a join credential of its own for
+    each node the orchestration names in the pillar it passes
+    (kos_orchestration:join_nodes), with the role Terraform gave that node: a
+    short-lived bootstrap token and the CA hash, and for a control plane only the
+    certificate key. Published in the mine for that minion alone; issued on demand by
+    the orchestration's wave, never by a highstate; revoked by kubeadm.revoke. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 {%- from "kos/map.jinja" import kos with context %}
 {%- set wanted = salt['pillar.get']('kos_orchestration:join_nodes', []) %}

@@ -1,9 +1,9 @@
 {#- On the issuer (the first control plane, or the joined control plane orch.deploy
-    names while a rebuilt first control plane rejoins): a join credential of its own for each node the
-    orchestration names in the pillar it passes (kos_orchestration:join_nodes), with
-    the role Terraform gave that node, published in the mine for that minion alone.
-    Issued on demand by the orchestration's wave, never by a highstate; revoked by
-    microk8s.revoke. #}
+    names while a rebuilt first control plane rejoins): a join credential of its own for
+    each node the orchestration names in the pillar it passes
+    (kos_orchestration:join_nodes), with the role Terraform gave that node, published in
+    the mine for that minion alone. Issued on demand by the orchestration's wave, never
+    by a highstate; revoked by microk8s.revoke. #}
 {%- from "microk8s/map.jinja" import microk8s with context %}
 {%- from "kos/map.jinja" import kos with context %}
 {%- set wanted = salt['pillar.get']('kos_orchestration:join_nodes', []) %}

@@ -1,7 +1,7 @@
 {#- On the issuer (the first control plane, or the joined control plane orch.deploy
-    names while a rebuilt first control plane rejoins): revoke the join credentials of the nodes the
-    orchestration names (kos_orchestration:join_nodes), once they joined or their wave ended; with no
-    list, every credential issued here. #}
+    names while a rebuilt first control plane rejoins): revoke the join credentials of
+    the nodes the orchestration names (kos_orchestration:join_nodes), once they joined
+    or their wave ended; with no list, every credential issued here. #}
 {%- from "microk8s/map.jinja" import microk8s with context %}
 
 microk8s-revoke-microk8s-join_credentials_absent:

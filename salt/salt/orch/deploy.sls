@@ -118,7 +118,8 @@ kos-orch-deploy-unexpected:
 {%- endfor %}
 {%- do salt['saltutil.cmd']([first], 'saltutil.refresh_pillar', kwarg={'wait': True}, tgt_type='list', timeout=wave_timeout) %}
 {%- do answers.update(salt['saltutil.cmd']([first], 'kos.converge_need', arg=[tree], tgt_type='list', timeout=30)) %}
-{%- do salt['log.info']('kos orch.deploy: ' ~ first ~ ' answered without kos modules while ' ~ others_joined | join(', ') ~ ' joined: synced and asked again') %}
+{%- set note = first ~ ' answered without kos modules while ' ~ others_joined | join(', ') ~ ' joined' %}
+{%- do salt['log.info']('kos orch.deploy: ' ~ note ~ ': synced and asked again') %}
 {%- endif %}
 {%- set need = {} %}
 {%- set joined = {} %}
