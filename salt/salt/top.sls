@@ -28,7 +28,7 @@ base:
     - bastion
 {%- endif %}
 {#- A rebuilt first control plane rejoins through the issuer orch.deploy names. #}
-{%- if 'first_control_plane' in kos.roles and kos.issuer == kos.id %}
+{%- if 'first_control_plane' in kos.roles and kos.initialises %}
     - {{ kos.distribution }}.master
 {%- elif 'control_plane' in kos.roles or 'worker' in kos.roles %}
     - {{ kos.distribution }}.joined

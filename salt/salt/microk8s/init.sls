@@ -2,8 +2,7 @@
     cluster's pod and service networks. #}
 {%- from "microk8s/map.jinja" import microk8s with context %}
 {%- from "kos/map.jinja" import kos with context %}
-{#- not while a rebuilt first control plane rejoins through another (kos.issuer) #}
-{%- set first = kos.id == kos.first_control_plane and kos.issuer == kos.id %}
+{%- set first = kos.initialises %}
 
 {#- microk8s's documented way to set the pod and service CIDRs of a new node (1.28+) is a
     launch configuration at $SNAP_COMMON/.microk8s.yaml, in place before the snap is
