@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from kos.local import kubernetes
+from tests.e2e.test_standins_match_real import RealNode
+from tests.standins import scenarios
 
 pytestmark = pytest.mark.netns
 
@@ -56,9 +58,10 @@ spec:
 """ % PROBE_IMAGE
 
 
-def kubectl(cluster, *args, timeout=60, check=True, stdin=None):
-    """kubectl on the first control plane, with its admin kubeconfig."""
-    res = cluster.host("k8s-cp-1").run(
+def kubectl(cluster, *args, timeout=60, check=True, stdin=None, via="k8s-cp-1"):
+    """kubectl on a control plane (the first one unless ``via`` names another), with its
+    admin kubeconfig."""
+    res = cluster.host(via).run(
         "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *args,
         timeout=timeout, check=False, input=stdin)
     if check:
@@ -139,15 +142,15 @@ def test_the_control_plane_etcd_coredns_and_kube_proxy_run(real):
     assert len(proxies) == real.values["num_kube_nodes"] and all(ready(p) for p in proxies)
 
 
-def etcd_members(cluster):
-    """``{name: ID}`` of etcd's members as k8s-cp-1's member lists them (a member whose
+def etcd_members(cluster, via="k8s-cp-1"):
+    """``{name: ID}`` of etcd's members as ``via``'s member lists them (a member whose
     join never started it has no name: ""), or etcdctl's complaint."""
-    res = kubectl(cluster, "-n", "kube-system", "exec", "etcd-k8s-cp-1", "--", "etcdctl",
+    res = kubectl(cluster, "-n", "kube-system", "exec", f"etcd-{via}", "--", "etcdctl",
                   "--endpoints=https://127.0.0.1:2379",
                   "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
                   "--cert=/etc/kubernetes/pki/etcd/server.crt",
                   "--key=/etc/kubernetes/pki/etcd/server.key", "member", "list", "-w", "json",
-                  check=False)
+                  check=False, via=via)
     if res.returncode != 0:
         return res.stderr[-300:]
     return {m.get("name", ""): m["ID"] for m in json.loads(res.stdout).get("members", [])}
@@ -155,6 +158,14 @@ def etcd_members(cluster):
 
 def test_etcd_has_a_member_on_every_control_plane(real):
     assert sorted(etcd_members(real)) == ["k8s-cp-1", "k8s-cp-2", "k8s-cp-3"]
+
+
+def test_the_first_control_plane_lays_its_certificates_out_as_the_stand_in(real):
+    """The stand-in's layout for the node that ran ``kubeadm init`` (it alone holds
+    super-admin.conf), held to k8s-cp-1 here, while it still is that node:
+    test_replace_node.py rebuilds it as a control plane that joins.
+    test_standins_match_real.py holds the layout of a joined node to k8s-cp-2."""
+    scenarios.certs_check_expiration_layout(RealNode(real.host("k8s-cp-1")), initialised=True)
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +196,8 @@ def probes(real, tmp_path_factory):
         return len(up) == real.values["num_kube_nodes"], up
 
     yield wait_for("a probe pod running on every node", all_running)
-    kubectl(real, "delete", "-f", "-", stdin=PROBE_MANIFEST, check=False)
+    # through k8s-cp-2: the module's last test leaves k8s-cp-1's server off
+    kubectl(real, "delete", "-f", "-", stdin=PROBE_MANIFEST, check=False, via="k8s-cp-2")
 
 
 def test_pods_reach_each_other_across_nodes_without_nat(real, probes):
@@ -209,11 +221,11 @@ def test_a_service_answers_by_name_through_coredns_and_kube_proxy(real, probes):
 
 def test_the_api_answers_through_the_local_haproxy_with_a_control_plane_off(real):
     """Every node reaches the API through its own haproxy in front of every control plane:
-    with one control plane's server off (Nova), a worker's kubelet credential still gets
-    through, and etcd keeps its quorum. The server stays off: test_replace_node.py, next,
-    rebuilds it as a dead server is rebuilt."""
+    with one control plane's server off (Nova), the first one's, a worker's kubelet
+    credential still gets through, and etcd keeps its quorum. The server stays off:
+    test_replace_node.py, next, rebuilds it as a dead server is rebuilt."""
     conn = real.conn()
-    server = real.server("k8s-cp-3")
+    server = real.server("k8s-cp-1")
     worker = real.host("k8s-worker-1")
     conn.compute.stop_server(server)
     conn.compute.wait_for_server(server, status="SHUTOFF", wait=180)
@@ -222,7 +234,7 @@ def test_the_api_answers_through_the_local_haproxy_with_a_control_plane_off(real
         res = worker.run("kubectl", "--kubeconfig", "/etc/kubernetes/kubelet.conf", "get",
                          "nodes", "-o", "name", "--request-timeout=10s", check=False,
                          timeout=60)
-        return res.returncode == 0 and "node/k8s-cp-3" in res.stdout, res.stderr[-300:]
+        return res.returncode == 0 and "node/k8s-cp-1" in res.stdout, res.stderr[-300:]
 
     # a few answers in a row: haproxy has taken the stopped backend out
     for _ in range(5):

@@ -36,7 +36,10 @@ def version(node, want="v1.31.4"):
         f'GitVersion:"{want}", ')
 
 
-def certs_check_expiration_layout(node):
+def certs_check_expiration_layout(node, initialised=True):
+    """``initialised``: the node ran ``kubeadm init``. Only that node holds super-admin.conf
+    (1.29+); a control plane that joined lists it as missing, and that wider cell widens
+    the whole first column."""
     r = node.kubeadm("certs", "check-expiration")
     assert r.returncode == 0 and r.stderr == "", r.stderr
     lines = r.stdout.split("\n")
@@ -47,16 +50,24 @@ def certs_check_expiration_layout(node):
         "kube-system get cm kubeadm-config -o yaml'",
         "",
     ]
-    # one tabwriter (10, 4, 3): the widest first cell is apiserver-kubelet-client (24 + 3)
-    assert lines[3] == ("CERTIFICATE                EXPIRES                  RESIDUAL TIME   "
-                        "CERTIFICATE AUTHORITY   EXTERNALLY MANAGED")
+    # one tabwriter (10, 4, 3): the widest first cell is apiserver-kubelet-client (24 + 3),
+    # or on a joined node "!MISSING! super-admin.conf" (26 + 3)
+    first = 27 if initialised else 29
+    assert lines[3] == ("%-*s%-25s%-16s%-24sEXTERNALLY MANAGED"
+                        % (first, "CERTIFICATE", "EXPIRES", "RESIDUAL TIME",
+                           "CERTIFICATE AUTHORITY")), repr(lines[3])
     names = [line.split()[0] for line in lines[4:15]]
     assert names == ["admin.conf", "apiserver", "apiserver-etcd-client",
                      "apiserver-kubelet-client", "controller-manager.conf",
                      "etcd-healthcheck-client", "etcd-peer", "etcd-server",
-                     "front-proxy-client", "scheduler.conf", "super-admin.conf"]
-    assert re.fullmatch(r"apiserver {18}%s   36[45]d {12}ca {22}no {6}" % EXPIRY_ROW,
+                     "front-proxy-client", "scheduler.conf",
+                     "super-admin.conf" if initialised else "!MISSING!"]
+    assert re.fullmatch(r"apiserver {%d}%s   36[45]d {12}ca {22}no {6}" % (first - 9, EXPIRY_ROW),
                         lines[5]), repr(lines[5])
+    if not initialised:
+        # the row's empty cells are padded to their columns too
+        assert lines[14] == "%-*s%-25s%-16s%-24s" % (first, "!MISSING! super-admin.conf",
+                                                     "", "", ""), repr(lines[14])
     assert lines[15:17] == ["", "CERTIFICATE AUTHORITY   EXPIRES                  "
                                 "RESIDUAL TIME   EXTERNALLY MANAGED"]
     assert re.fullmatch(r"etcd-ca {17}%s   9y {14}no {6}" % EXPIRY_ROW, lines[18]), lines[18]

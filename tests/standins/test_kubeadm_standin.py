@@ -400,10 +400,12 @@ def test_certs_check_expiration_on_a_dead_api_server_and_a_missing_file(lab):
     assert lines[1] == ""
     # a missing file's cell widens the first column: "!MISSING! apiserver-kubelet-client"
     assert lines[2].startswith("CERTIFICATE" + " " * 26 + "EXPIRES")
-    assert lines[3] == "%-37s" % "!MISSING! admin.conf"  # a tab-terminated cell is padded
+    # a missing row's empty cells are padded to their columns: with no dates below them,
+    # as wide as the headers (EXPIRES at the minimum width, 10)
+    assert lines[3] == "%-37s%-10s%-16s%-24s" % ("!MISSING! admin.conf", "", "", "")
     # and so does the CA table's: "!MISSING! front-proxy-ca" (24 + 3)
     assert re.fullmatch(r"ca {25}%s   1d {14}no {6}" % EXPIRY_ROW, lines[16]), lines[16]
-    assert lines[17] == "%-27s" % "!MISSING! etcd-ca"
+    assert lines[17] == "%-27s%-25s%-16s" % ("!MISSING! etcd-ca", "", "")
 
 
 RENEWED = """[renew] Reading configuration from the cluster...
@@ -668,6 +670,12 @@ Run 'kubectl get nodes' to see this node join the cluster.
     assert {"node/cp1", "node/cp2"} <= set(direct.stdout.split())
     assert re.search(r"^cp2 +Ready +control-plane ", cluster.kubectl("get", "nodes").stdout, re.M)
     cluster.cp2 = cp2
+
+
+def test_certs_check_expiration_layout_on_a_joined_control_plane(cluster):
+    cp2 = getattr(cluster, "cp2", None)
+    assert cp2 is not None, "the control-plane join above did not finish"
+    scenarios.certs_check_expiration_layout(cp2, initialised=False)
 
 
 # ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Reads the real certificate files the stand-in's init and join wrote (and the client
 certificates embedded in the kubeconfigs), and prints them the way kubeadm's text printer
-does: one tabwriter for both tables, the last column `%-8v`, `!MISSING! <name>` for a
-file that is not there.
+does: one tabwriter for both tables, the last column `%-8v`, `!MISSING! <name>` and
+empty cells for a file that is not there.
 """
 
 import datetime
@@ -122,7 +122,7 @@ def cmd_check_expiration(args, parse_for):
     for name, relative, ca in CERTIFICATES:
         pem = _pem(relative)
         if not pem:
-            lines.append("!MISSING! %s\t" % name)
+            lines.append("!MISSING! %s\t\t\t\t" % name)
             continue
         expires, residual = _row(not_after(pem), now)
         lines.append("%s\t%s\t%s\t%s\t%s" % (name, expires, residual, ca, _yes_no(ca_external[ca])))
@@ -130,7 +130,7 @@ def cmd_check_expiration(args, parse_for):
     for name, base in AUTHORITIES:
         pem = _pem(base + ".crt")
         if not pem:
-            lines.append("!MISSING! %s\t" % name)
+            lines.append("!MISSING! %s\t\t\t" % name)
             continue
         expires, residual = _row(not_after(pem), now)
         lines.append("%s\t%s\t%s\t%s" % (name, expires, residual, _yes_no(ca_external[name])))
