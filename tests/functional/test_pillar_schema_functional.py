@@ -118,6 +118,30 @@ def test_top_file_on_a_valid_pillar(with_pillar):
         "kos.validate", "core", "file_transfer", "kos.converged", "kubeadm.master"]
 
 
+@pytest.mark.parametrize("distribution", ["microk8s", "kubeadm"])
+def test_a_rebuilt_first_control_plane_joins_through_the_issuer_the_run_names(
+        with_pillar, distribution):
+    """While orch.deploy has the rebuilt first control plane rejoin (its run pillar names
+    another joined control plane as kos_orchestration:issuer), that node takes the joined
+    path with the issuer's credential; initialising it would start a second cluster."""
+    cp2 = "k8s-cp-2.prod.example.com"
+    data = example(ROLES, kos__distribution=distribution,
+                   kubernetes__distribution=distribution, kubeadm__ccm__enabled=False)
+    data["kos"]["nodes"][cp2] = {"role": "control_plane", "ip": "10.1.0.12"}
+    modules = with_pillar(data)
+    assert top(modules)[-1] == f"{distribution}.master"
+    data["kos_orchestration"] = {"issuer": cp2}
+    modules = with_pillar(data)
+    assert modules.kos.pillar_errors() == []
+    assert top(modules)[-1] == f"{distribution}.joined"
+    state = "cluster_joined" if distribution == "microk8s" else "joined"
+    high = modules.state.show_sls(f"{distribution}.joined")
+    args = high[f"{distribution}-joined-{distribution}-{state}"][distribution]
+    assert state in args and {"name": cp2} in args, args
+    if distribution == "microk8s":
+        assert {"source": cp2} in args, args
+
+
 @pytest.mark.parametrize(
     "sections",
     [
