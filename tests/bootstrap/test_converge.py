@@ -583,11 +583,6 @@ def test_bad_pillar_fails_with_the_failing_state_comment(converged, operator, ou
 
 # -- safe operation (issue 16) -------------------------------------------------------------
 
-# The orchestration's side of --exclude/--limit (salt/salt/orch/deploy.sls reads the pillar
-# keys kos passes); it lands separately from kos's side.
-FORMULA_EXCLUDES = "exclude" in (REPO / "salt" / "salt" / "orch" / "deploy.sls").read_text()
-
-
 def steps_of(operator, state_dir=".kos"):
     return json.loads((operator.cwd / state_dir / "kosbt" / "steps.json").read_text())["steps"]
 
@@ -605,49 +600,12 @@ def running_orchestrations(master):
     return [j for j in jobs if j.get("fun") == "runner.state.orchestrate"]
 
 
-def test_two_converges_at_once_the_second_refuses_naming_the_first(
-    converged, operator, outputs, tmp_path, roots
+def test_ctrl_c_or_sigterm_stop_the_orchestration_and_the_rerun_holds_off_a_second_converge(
+    converged, operator, outputs, master, roots, tmp_path
 ):
-    lock = operator.cwd / ".kos" / "kosbt" / "lock"
-    # what a kos killed with SIGKILL leaves behind: a lock file that nobody holds
-    dead = {
-        "pid": 999999,
-        "host": "kos-gone",
-        "user": "root",
-        "command": "kos converge --outputs old.json",
-        "started": "2020-01-01T00:00:00Z",
-    }
-    lock.write_text(json.dumps(dead))
-    forget_converges(roots)
-    first = operator.start("converge", "--outputs", outputs["path"])
-    try:
-        first.wait_for("▶ salt-run state.orchestrate orch.deploy")
-        here = operator("converge", "--outputs", outputs["path"], check=11)
-        # another machine: its own state directory, the same salt master
-        elsewhere = operator(
-            "converge", "--outputs", outputs["path"], "--state-dir", tmp_path / "other", check=11
-        )
-    finally:
-        assert first.wait() == 0, first.stderr
-    assert (
-        "a kos run ended without releasing cluster kosbt's lock: `kos converge --outputs "
-        "old.json` (PID 999999 on host kos-gone, user root), started 2020-01-01T00:00:00Z; "
-        "taken over" in first.stderr
-    )
-    holder = f"(PID {first.pid} on host {os.uname().nodename}, user root), started "
-    assert "another kos run is working on cluster kosbt: `kos converge --outputs" in here.stderr
-    assert holder in here.stderr
-    assert "another kos run is working on this cluster (lock on the salt master)" in (
-        elsewhere.stderr
-    )
-    assert holder in elsewhere.stderr
-    assert not lock.exists()
-    assert not (tmp_path / "other" / "kosbt" / "steps.json").exists()
-
-
-def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
-    converged, operator, outputs, master, roots
-):
+    """An interrupted converge stops its orchestration; the re-run finishes it. While the
+    re-run works, a second converge (here, or from another machine against the same
+    master) refuses and names it; a lock that a killed kos left behind is taken over."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         forget_converges(roots)
         run = operator.start("converge", "--outputs", outputs["path"])
@@ -662,10 +620,44 @@ def test_ctrl_c_or_sigterm_stop_the_orchestration_and_a_rerun_finishes(
         assert f"{fqdn('k8s-worker-1')}: highstate" not in run.stderr
         assert steps_of(operator)["orchestrate"]["status"] == "interrupted"
         assert running_orchestrations(master) == []
+
+    lock = operator.cwd / ".kos" / "kosbt" / "lock"
+    # what a kos killed with SIGKILL leaves behind: a lock file that nobody holds
+    dead = {
+        "pid": 999999,
+        "host": "kos-gone",
+        "user": "root",
+        "command": "kos converge --outputs old.json",
+        "started": "2020-01-01T00:00:00Z",
+    }
+    lock.write_text(json.dumps(dead))
     forget_converges(roots)
-    again = operator("converge", "--outputs", outputs["path"], timeout=1200, check=0)
+    again = operator.start("converge", "--outputs", outputs["path"])
+    try:
+        again.wait_for("▶ salt-run state.orchestrate orch.deploy")
+        here = operator("converge", "--outputs", outputs["path"], check=11)
+        # another machine: its own state directory, the same salt master
+        elsewhere = operator(
+            "converge", "--outputs", outputs["path"], "--state-dir", tmp_path / "other", check=11
+        )
+    finally:
+        assert again.wait() == 0, again.stderr
     assert f"{fqdn('k8s-worker-1')}: highstate ok" in again.stderr
     assert steps_of(operator)["orchestrate"]["status"] == "done"
+    assert (
+        "a kos run ended without releasing cluster kosbt's lock: `kos converge --outputs "
+        "old.json` (PID 999999 on host kos-gone, user root), started 2020-01-01T00:00:00Z; "
+        "taken over" in again.stderr
+    )
+    holder = f"(PID {again.pid} on host {os.uname().nodename}, user root), started "
+    assert "another kos run is working on cluster kosbt: `kos converge --outputs" in here.stderr
+    assert holder in here.stderr
+    assert "another kos run is working on this cluster (lock on the salt master)" in (
+        elsewhere.stderr
+    )
+    assert holder in elsewhere.stderr
+    assert not lock.exists()
+    assert not (tmp_path / "other" / "kosbt" / "steps.json").exists()
 
 
 def test_an_orchestration_running_on_the_master_keeps_kos_from_changing_anything(
@@ -703,7 +695,7 @@ def sync_jobs(master):
     return set(jobs.data or {})
 
 
-@pytest.fixture
+@pytest.fixture(scope="class")
 def worker_down(minions):
     factory = minions["factories"]["k8s-worker-1"]
     factory.terminate()
@@ -711,57 +703,48 @@ def worker_down(minions):
     factory.start(start_timeout=300)
 
 
-def test_a_silent_minion_stops_the_run_before_anything_changes(
-    converged, operator, outputs, master, worker_down
-):
-    before, syncs = steps_of(operator), sync_jobs(master)
-    started = time.monotonic()
-    res = operator("converge", "--outputs", outputs["path"], check=6)
-    took = time.monotonic() - started
-    assert f"minions do not answer: {worker_down}; nothing was changed" in res.stderr
-    assert f"kos converge --exclude {worker_down}" in res.stderr
-    assert took < 120, took
-    after = steps_of(operator)
-    for name in ("salt-trees", "salt-pillar", "orchestrate"):
-        assert after[name] == before[name], name
-    assert sync_jobs(master) == syncs
+class TestAMinionIsDown:
+    """k8s-worker-1's minion is stopped for both tests (restarting it takes a while)."""
 
+    def test_a_silent_minion_stops_the_run_before_anything_changes(
+        self, converged, operator, outputs, master, worker_down
+    ):
+        before, syncs = steps_of(operator), sync_jobs(master)
+        started = time.monotonic()
+        res = operator("converge", "--outputs", outputs["path"], check=6)
+        took = time.monotonic() - started
+        assert f"minions do not answer: {worker_down}; nothing was changed" in res.stderr
+        assert f"kos converge --exclude {worker_down}" in res.stderr
+        assert took < 120, took
+        after = steps_of(operator)
+        for name in ("salt-trees", "salt-pillar", "orchestrate"):
+            assert after[name] == before[name], name
+        assert sync_jobs(master) == syncs
 
-def test_exclude_is_handed_to_the_orchestration(converged, operator, outputs, master, roots):
-    worker = fqdn("k8s-worker-1")
-    forget_converges(roots)
-    since = time.time()
-    res = operator(
-        "converge", "--outputs", outputs["path"], "--exclude", worker, timeout=1200, check=0
-    )
-    # not synced (the orchestration syncs the minions it converges: they forgot their last
-    # converge), and handed to the orchestration as pillar
-    new_jobs = master.event_listener.get_events([(master.id, "salt/job/*/new")], after_time=since)
-    syncs = [
-        sorted(e.data["minions"]) for e in new_jobs if e.data.get("fun") == "saltutil.sync_modules"
-    ]
-    assert syncs and all(worker not in minions for minions in syncs), syncs
-    runs = master.event_listener.get_events([(master.id, "salt/run/*/new")], after_time=since)
-    orchestrations = [e.data for e in runs if e.data.get("fun") == "runner.state.orchestrate"]
-    assert [o["fun_args"][0] for o in orchestrations] == ["orch.deploy"]
-    assert orchestrations[0]["fun_args"][1]["pillar"] == {"exclude": [worker], "limit": []}
-    if FORMULA_EXCLUDES:
-        assert f"{worker}: highstate" not in res.stderr
+    def test_exclude_is_handed_to_the_orchestration_and_the_others_converge(
+        self, converged, operator, outputs, master, roots, worker_down
+    ):
+        forget_converges(roots)
+        since = time.time()
+        res = operator(
+            "converge", "--outputs", outputs["path"], "--exclude", worker_down, timeout=1200,
+            check=0,
+        )
+        # not synced (the orchestration syncs the minions it converges: they forgot their
+        # last converge), and handed to the orchestration as pillar
+        new_jobs = master.event_listener.get_events([(master.id, "salt/job/*/new")],
+                                                    after_time=since)
+        syncs = [sorted(e.data["minions"]) for e in new_jobs
+                 if e.data.get("fun") == "saltutil.sync_modules"]
+        assert syncs and all(worker_down not in minions for minions in syncs), syncs
+        runs = master.event_listener.get_events([(master.id, "salt/run/*/new")],
+                                                after_time=since)
+        orchestrations = [e.data for e in runs if e.data.get("fun") == "runner.state.orchestrate"]
+        assert [o["fun_args"][0] for o in orchestrations] == ["orch.deploy"]
+        assert orchestrations[0]["fun_args"][1]["pillar"] == {"exclude": [worker_down],
+                                                              "limit": []}
         assert f"{fqdn('k8s-cp-1')}: highstate ok" in res.stderr
-
-
-@pytest.mark.skipif(
-    not FORMULA_EXCLUDES, reason="orch.deploy does not read pillar exclude yet (formula side)"
-)
-def test_exclude_converges_the_others_while_one_is_down(
-    converged, operator, outputs, worker_down, roots
-):
-    forget_converges(roots)
-    res = operator(
-        "converge", "--outputs", outputs["path"], "--exclude", worker_down, timeout=1200, check=0
-    )
-    assert f"{fqdn('k8s-cp-1')}: highstate ok" in res.stderr
-    assert f"{worker_down}: highstate" not in res.stderr
+        assert f"{worker_down}: highstate" not in res.stderr
 
 
 def test_bad_options_name_the_minions_and_change_nothing(converged, operator, outputs):
