@@ -31,10 +31,11 @@ sysdeps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# Two processes, one directory of tests at a time each (tests/conftest.py groups them): the
-# end-to-end clusters mostly wait on boots and Salt while the other process runs the rest.
+# Three processes, one directory of tests at a time each (tests/conftest.py groups and
+# orders them): the end-to-end cluster, which mostly waits on boots and Salt, in one while
+# the other two share out the rest.
 # PYTEST_PARALLEL= runs everything in one process.
-PYTEST_PARALLEL ?= -n 2 --dist loadgroup
+PYTEST_PARALLEL ?= -n 3 --dist loadgroup
 test: $(STAMP) sysdeps
 	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 

@@ -15,40 +15,25 @@ import pytest
 _prebuild = {}
 
 
-# `make test` runs the tests in two processes (pytest -n 2 --dist loadgroup). A directory's
-# tests share session fixtures (a salt master and minions, a lab, a cluster), so each
-# directory is one unit of work and its set-ups run once. The end-to-end tests are the
-# longest unit: the short directories ride with them so that they start first (xdist hands
-# out the unit with the most tests first) while the other process works through the rest.
-# (On a fresh machine the cluster waits for the prebuild's images and Kubernetes anyway:
-# the short directories, the kubeadm upgrade's Salt lab included, fill that wait. With the
-# caches warm the cloud unit is the run's longest path: tests/functional, 4-5 minutes under
-# load, goes to the other process, which ended 11 minutes earlier on 2026-11-28; measured
-# per directory, see the run's "time per test directory".)
-XDIST_UNITS = {"e2e": "cloud", "unit": "cloud", "standins": "cloud", "terraform": "cloud",
-               "integration_kubeadm_upgrade": "cloud"}
-# While the prebuild still has to build (a fresh machine), the cloud unit's process waits
-# for it some 10-14 minutes once its short directories are done: tests/functional fills
-# that wait there. On 2026-12-01 it ran in the other process, which then carried 3543 s
-# against the cloud unit's 3528 s, and a fresh make test took 63 minutes.
-FRESH_UNITS = {"functional": "cloud"}
+# `make test` runs the tests in three processes (pytest -n 3 --dist loadgroup). A
+# directory's tests share session fixtures (a salt master and minions, a lab, a cluster), so
+# each directory is one unit of work and its set-ups run once. The units go out longest
+# first, the end-to-end tests before all: they are the run's longest path (warm, about as
+# long as the other directories share out over two processes), and on a fresh machine
+# their cloud boots while the prebuild makes Kubernetes. The rest of the order is the warm
+# time per directory of the run of 2026-12-02 (its "time per test directory"); a directory
+# not listed goes last.
+LONGEST_FIRST = ("e2e", "integration", "bootstrap", "integration_kubeadm_upgrade",
+                 "functional", "integration_kubeadm", "standins", "terraform", "unit")
 
 
-def unit_of_work(nodeid, fresh=False):
+def unit_of_work(nodeid):
     parts = nodeid.split("/")
-    top = parts[1] if parts[0] == "tests" and len(parts) > 2 else "tests"
-    return (fresh and FRESH_UNITS.get(top)) or XDIST_UNITS.get(top, top)
+    return parts[1] if parts[0] == "tests" and len(parts) > 2 else "tests"
 
 
-def _prebuild_pending():
-    if os.geteuid() != 0:
-        return []
-    from kos.local import prebuild
-
-    try:
-        return prebuild.pending()
-    except Exception:  # noqa: BLE001 - a machine that cannot tell schedules as usual
-        return []
+def _rank(unit):
+    return LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 # A scheduler rather than xdist_group marks: xdist names a test's group by rewriting its
@@ -59,19 +44,24 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    fresh = bool(_prebuild_pending())
+    # xdist would order the units by their number of tests; the workers' collection order
+    # (pytest_collection_modifyitems) is the order wanted.
+    config.option.loadscopereorder = False
 
     class DirectoryScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            return unit_of_work(nodeid, fresh)
+            return unit_of_work(nodeid)
 
     return DirectoryScheduling(config, log)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    # The short directories of the end-to-end unit go before its clusters: on a fresh
-    # machine they run while the prebuild makes the images the first cluster waits for.
-    items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: _rank(unit_of_work(item.nodeid)))
+    else:
+        # One process: the end-to-end tests last, so that on a fresh machine the tests
+        # before them run while the prebuild makes the images and Kubernetes they wait for.
+        items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/"))
 
 
 # Where the run's time went, per test directory and process: the figure the time budget of

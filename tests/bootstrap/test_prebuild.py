@@ -152,13 +152,3 @@ def test_a_failed_kubernetes_build_is_reported_with_its_log(
     assert f"building Kubernetes {version} failed" in out.out + out.err
     assert "go build ./cmd/kubelet failed" in out.out + out.err
 
-
-def test_pending_names_what_is_not_built(monkeypatch, tmp_path):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(prebuild, "_here", lambda: [("the hosts' image", lambda: True, None),
-                                                    ("the provider", lambda: False, None)])
-    assert prebuild.pending() == ["the provider", "Kubernetes"]
-    root = kubernetes.root(kubernetes.pinned_version())
-    root.mkdir(parents=True)
-    (root / kubernetes.MARKER).touch()
-    assert prebuild.pending() == ["the provider"]

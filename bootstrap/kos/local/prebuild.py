@@ -32,14 +32,6 @@ def _here():
     ]
 
 
-def pending():
-    """What the prebuild would build on this machine (empty: everything is cached)."""
-    missing = [what for what, ready, _ in _here() if not ready()]
-    if not kubernetes.built(kubernetes.pinned_version()):
-        missing.append("Kubernetes")
-    return missing
-
-
 def _interrupted(build):
     """The Kubernetes build runs in a session of its own (a Ctrl-C in a terminal does not
     reach it twice): pass the interrupt on once and wait for its own cleanup, so nothing
