@@ -179,6 +179,8 @@ def leftovers(cluster_name, state):
     found += [f"netns {n}" for n in local_net.namespaces(f"kos-{cluster_name}-")]
     for link in (local_net.uplink(cluster_name), local_net.mgmt_link(cluster_name)):
         found += [f"link {n}" for n in local_net.links(link)]
+    found += [f"peering {a} -> {b}" for a, b in local_net.peerings()
+              if local_net.uplink(cluster_name) in (a, b)]
     found += [f"nspawn {n}" for n in local_hosts.nspawns(pattern)]
     found += [f"materialiser {p}" for p in materialiser.running(cluster_name)]
     # a kubelet host's own cgroups, in every hierarchy

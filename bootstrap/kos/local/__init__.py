@@ -33,7 +33,7 @@ from .. import ccm, ui
 from ..backend import Backend
 from ..cloud import Finding, raise_on_failures
 from ..inputs import node_count
-from ..errors import CleanupError, ConvergeError
+from ..errors import CleanupError, ConvergeError, KosError
 from ..ssh import agent_findings
 from ..state import fingerprint
 from . import hosts as hosts_mod
@@ -162,6 +162,9 @@ class LocalBackend(Backend):
         fp = fingerprint(inputs.fingerprint)
         steps.run("local-cloud", fp, "the rehearsal cloud: OpenStack on this machine",
                   lambda: self._cloud_up(values), always=True)
+        if values.get("syndic_master") or values.get("top_master"):
+            steps.run("local-peers", fp, "link this rehearsal cloud with its top master's or "
+                      "its syndics' clouds", lambda: self._peer(values), always=True)
         self._environment()
         steps.run(
             "cloud-preflight", fp, "preflight against the rehearsal cloud's API",
@@ -195,6 +198,39 @@ class LocalBackend(Backend):
         plan = self.cloud.plan()
         return {"cloud": name, "api": self.cloud.auth_url(), "external": str(plan.external),
                 "materialiser": pid}
+
+    def _peer(self, values):
+        """A master of masters spans clouds: here each cluster has a cloud of its own, so the
+        top's cloud and each syndic's are linked (kos.local.net.peer), from whichever side
+        comes up second. A syndic_master no cloud here holds is left to a later run."""
+        own = net.uplink(self.state.cluster)
+        peers = [net.uplink(name) for name in (values.get("top_master") or {}).get("syndics", [])
+                 if net.links(net.uplink(name))]
+        top = values.get("syndic_master")
+        if top:
+            link = net.uplink_towards(top)
+            if link is None:
+                ui.warn(f"syndic_master {top} is on no rehearsal cloud of this machine: this "
+                        "master's syndic reaches it once its cloud is up and kos up runs here again")
+            elif link != own:
+                peers.append(link)
+        for link in peers:
+            net.peer(own, link)
+        return {"peers": sorted(peers)}
+
+    def read_master_consoles(self, clusters):
+        """A syndic's master is read in its own cloud (``kos-local-<cluster>`` in clouds.yaml),
+        as a top on OpenStack reads its project's."""
+        from .. import cloud
+
+        found = dict.fromkeys(clusters)
+        for name in clusters:
+            try:
+                conn = cloud.connect(cloud_name(name))
+            except KosError:
+                continue  # no cloud of that cluster here (yet): it is named as waiting
+            found.update(cloud.read_master_consoles(conn, [name]))
+        return found
 
     def start_materialiser(self, distribution):
         simulated = self.simulates(distribution)

@@ -225,7 +225,7 @@ def unplug_host(cluster, server_id):
 
 def remove(cluster):
     """Every namespace and link of this cluster, by name. Returns what it removed."""
-    removed = []
+    removed = [f"peering {a} -> {b}" for a, b in unpeer(uplink(cluster))]
 
     def mine():
         return [n for n in namespaces(f"kos-{cluster}-") if re.fullmatch(cluster_pattern(cluster), n)]
@@ -241,3 +241,92 @@ def remove(cluster):
     if left:
         raise CleanupError(f"could not remove {', '.join(left)}", fix="ip netns del / ip link del them")
     return removed
+
+
+# Each rehearsal cloud is cut off: this machine forwards nothing (the clouds' external
+# networks end at their uplinks). A master of masters is the one link between clouds: the
+# top's cloud and each syndic's reach each other through this machine, and only each other.
+# Forwarding is on for the peered uplinks only (Linux forwards what arrives on an interface
+# whose forwarding is on), and chain KOS-PEERS lets a peered uplink's packets out only to
+# its peers: never to this machine's own networks or to a cloud it is not peered with.
+PEERS_CHAIN = "KOS-PEERS"
+UPLINK = re.compile(r"kos[0-9a-f]{8}x")
+
+
+def iptables(*args, check=True):
+    try:
+        res = subprocess.run(["iptables", "-w", *args], capture_output=True, text=True)
+    except FileNotFoundError:
+        # no iptables, no peering: a machine without it has nothing to remove
+        res = subprocess.CompletedProcess(["iptables", *args], 127, "", "iptables not found")
+    if check and res.returncode != 0:
+        raise ConvergeError(f"iptables {' '.join(args)}: {res.stderr.strip()}")
+    return res
+
+
+def _has(chain, *rule):
+    return iptables("-C", chain, *rule, check=False).returncode == 0
+
+
+def _forwarding(link, on):
+    path = f"/proc/sys/net/ipv4/conf/{link}/forwarding"
+    try:
+        with open(path, "w") as f:
+            f.write("1" if on else "0")
+    except FileNotFoundError:
+        pass  # the link is gone, and its setting with it
+
+
+def uplink_towards(address):
+    """The uplink of the rehearsal cloud this machine reaches ``address`` through, or None
+    (an address of no cloud here, or not an address)."""
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    out = ip("-4", "-o", "route", "get", address, check=False).stdout
+    m = re.search(r" dev (\S+)", out)
+    return m[1] if m and UPLINK.fullmatch(m[1]) else None
+
+
+def peerings():
+    """``{(from uplink, to uplink)}`` this machine forwards between."""
+    res = iptables("-S", PEERS_CHAIN, check=False)
+    found = set()
+    for line in res.stdout.splitlines() if res.returncode == 0 else []:
+        m = re.fullmatch(rf"-A {PEERS_CHAIN} -i (\S+) -o (\S+) -j ACCEPT", line.strip())
+        if m:
+            found.add((m[1], m[2]))
+    return found
+
+
+def peer(a, b):
+    """Let the clouds behind uplinks ``a`` and ``b`` reach each other; idempotent. The
+    rules come before forwarding, so nothing passes unfiltered meanwhile."""
+    if iptables("-S", PEERS_CHAIN, check=False).returncode != 0:
+        iptables("-N", PEERS_CHAIN)
+        iptables("-A", PEERS_CHAIN, "-j", "DROP")
+    for one, other in ((a, b), (b, a)):
+        if not _has(PEERS_CHAIN, "-i", one, "-o", other, "-j", "ACCEPT"):
+            iptables("-I", PEERS_CHAIN, "1", "-i", one, "-o", other, "-j", "ACCEPT")
+        if not _has("FORWARD", "-i", one, "-j", PEERS_CHAIN):
+            iptables("-I", "FORWARD", "1", "-i", one, "-j", PEERS_CHAIN)
+    for link in (a, b):
+        _forwarding(link, True)
+
+
+def unpeer(link):
+    """End every peering of ``link`` (a cloud going away); a peer left with none stops
+    forwarding. Returns the peerings it ended."""
+    ended = {p for p in peerings() if link in p}
+    for one, other in ended:
+        iptables("-D", PEERS_CHAIN, "-i", one, "-o", other, "-j", "ACCEPT", check=False)
+    still = {x for p in peerings() for x in p}
+    for alone in {x for p in ended for x in p} - still:
+        _forwarding(alone, False)
+        while _has("FORWARD", "-i", alone, "-j", PEERS_CHAIN):
+            iptables("-D", "FORWARD", "-i", alone, "-j", PEERS_CHAIN)
+    if ended and not still:
+        iptables("-F", PEERS_CHAIN, check=False)
+        iptables("-X", PEERS_CHAIN, check=False)
+    return sorted(ended)
