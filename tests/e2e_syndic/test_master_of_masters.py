@@ -73,6 +73,8 @@ def envs(tmp_path_factory, ssh_agent):  # noqa: F811 - the imported fixture
         yield found
     finally:
         for env in reversed(found.values()):
+            if os.environ.get("KOS_E2E_KEEP") == "1":
+                break  # to look inside; kos down --var-file <work>/<env>.tfvars.json ends them
             if env.var_file.exists() and (env.down is None or env.down.returncode != 0
                                           or leftovers(env.name, env.state)):
                 env.down = kos("down", *env.args, "--yes", timeout=900)
