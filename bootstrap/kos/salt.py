@@ -524,13 +524,17 @@ class SaltMaster:
     def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
         """
         Until the salt_master formula's deferred restart (a systemd timer, ``unit``) has
-        fired and salt-master is active again; systemd is asked over SSH. The channel rides
-        through the restart (its clients reconnect, its lock is its own process's); the
-        minions take a while to find the new master: follow with ``wait_responding``.
+        fired, its script has ended and salt-master is active again; systemd is asked over
+        SSH. The channel rides through the restart (its clients reconnect, its lock is its
+        own process's); the minions take a while to find the new master: follow with
+        ``wait_responding``.
         """
         script = (
             f"for i in $(seq {int(timeout)}); do "
             f"systemctl is-active -q {shlex.quote(unit)}.timer || break; sleep 1; done; "
+            # the restart itself, and on tcp the minions' reconnect after it
+            f"for i in $(seq {int(timeout)}); do "
+            f"systemctl is-active -q {shlex.quote(unit)}.service || break; sleep 1; done; "
             f"for i in $(seq {int(timeout)}); do "
             "systemctl is-active -q salt-master && exit 0; sleep 1; done; exit 1"
         )

@@ -72,11 +72,19 @@ salt_master-config-file-managed:
 {%- endif %}
 {%- if salt_master.manage_service %}
 
+salt_master-restart-script-managed:
+  file.managed:
+    - name: /usr/local/sbin/kos-salt-master-restart
+    - source: salt://salt_master/files/kos-salt-master-restart
+    - mode: '0755'
+
 # Restart after this run has returned: restarting the master inside a run
 # (orchestration included) would cut that run off.
 salt_master-service-restart-deferred:
   cmd.run:
-    - name: systemd-run --on-active=15 --unit=kos-salt-master-restart systemctl restart {{ salt_master.service }}
+    - name: systemd-run --on-active=15 --unit=kos-salt-master-restart /usr/local/sbin/kos-salt-master-restart {{ salt_master.service }} {{ salt_master.transport }}
+    - require:
+      - file: salt_master-restart-script-managed
     - onchanges:
       - file: salt_master-config-file-managed
 {%- for kind, module in extmods_used %}
