@@ -82,7 +82,9 @@ salt_master-restart-script-managed:
 # (orchestration included) would cut that run off.
 salt_master-service-restart-deferred:
   cmd.run:
-    - name: systemd-run --on-active=15 --unit=kos-salt-master-restart /usr/local/sbin/kos-salt-master-restart {{ salt_master.service }} {{ salt_master.transport }}
+    - name: >-
+        systemd-run --on-active=15 --unit=kos-salt-master-restart
+        /usr/local/sbin/kos-salt-master-restart {{ salt_master.service }} {{ salt_master.transport }}
     - require:
       - file: salt_master-restart-script-managed
     - onchanges:
