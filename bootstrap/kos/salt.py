@@ -524,21 +524,21 @@ class SaltMaster:
     def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
         """
         Until the salt_master formula's deferred restart (a systemd timer, ``unit``) has
-        fired, its script has ended and salt-master is active again; systemd is asked over
-        SSH. The channel rides through the restart (its clients reconnect, its lock is its
-        own process's); the minions take a while to find the new master: follow with
-        ``wait_responding``.
+        fired, its ``systemctl restart`` has ended (on tcp, after the master's minions were
+        told to sign in again: kos-salt-master-reconnect) and salt-master is active; systemd
+        is asked over SSH. The channel rides through the restart (its clients reconnect, its
+        lock is its own process's); the minions take a while to find the new master: follow
+        with ``wait_responding``.
         """
-        script = (
+        script = "".join(
             f"for i in $(seq {int(timeout)}); do "
-            f"systemctl is-active -q {shlex.quote(unit)}.timer || break; sleep 1; done; "
-            # the restart itself, and on tcp the minions' reconnect after it
-            f"for i in $(seq {int(timeout)}); do "
-            f"systemctl is-active -q {shlex.quote(unit)}.service || break; sleep 1; done; "
+            f"systemctl is-active -q {shlex.quote(name)} || break; sleep 1; done; "
+            for name in (f"{unit}.timer", f"{unit}.service")
+        ) + (
             f"for i in $(seq {int(timeout)}); do "
             "systemctl is-active -q salt-master && exit 0; sleep 1; done; exit 1"
         )
-        res = self.ssh.run(["sh", "-c", script], timeout=2 * timeout + 30, check=False)
+        res = self.ssh.run(["sh", "-c", script], timeout=3 * timeout + 30, check=False)
         if res.returncode != 0:
             raise ConvergeError(
                 f"the salt master did not come back within {timeout}s of its restart",

@@ -109,12 +109,31 @@ def test_a_top_and_two_syndic_environments(envs):
             break
         time.sleep(10)
     assert answered == everyone
-    # One environment, picked by its domain (minion ids end in it).
+    # One environment, picked by its domain: in the minion ids, and as the domain grain.
     assert set(top.salt(f"*.{dev.values['deploy_domain_name']}", "test.ping")) == minions["dev"]
+    assert set(top.salt("-C", f"G@domain:{prd.values['deploy_domain_name']}",
+                        "test.ping")) == minions["prd"]
 
-    # An environment's own master reaches only its own minions.
+    # An environment's own master reaches only its own minions, the top up or down.
     for key in ("dev", "prd"):
         assert set(envs[key].salt("*", "test.ping")) == minions[key]
+    top.host("salt").run("systemctl", "stop", "salt-master")
+    try:
+        for key in ("dev", "prd"):
+            assert set(envs[key].salt("*", "test.ping")) == minions[key]
+    finally:
+        top.host("salt").run("systemctl", "start", "salt-master")
+    # Back, the top reaches every environment again (each master's kos-syndic schedule
+    # restarts a syndic that no longer listens to the top).
+    started = time.monotonic()
+    while True:
+        answered = {mid for mid, ok in top.salt("*", "test.ping").items() if ok is True}
+        if answered == everyone or time.monotonic() > started + 300:
+            break
+        time.sleep(10)
+    print(f"the top reached every environment again {time.monotonic() - started:.0f} s "
+          "after it restarted")
+    assert answered == everyone
 
     # The two environments stay cut off from each other; each reaches the top.
     assert {(local_net.uplink(dev.name), local_net.uplink(top.name)),

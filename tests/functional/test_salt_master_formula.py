@@ -7,6 +7,7 @@ or kubeconfig key reaches the disk, from a published ``mine.get``, a node's ``sa
 mine.get`` or a state that echoed one; every other return is stored as before.
 """
 
+import configparser
 import importlib.util
 import os
 import stat
@@ -323,13 +324,18 @@ def formula(tmp_path, pillar):
     return Loaders(opts).modules
 
 
-def shown(tmp_path, facts):
-    """The salt_master states for a master with ``kos:salt_master`` = ``facts``, compiled
-    (state.show_sls) with its service managed, as on a cloud."""
+def loaded(tmp_path, facts):
+    """Salt's loaders for a master with ``kos:salt_master`` = ``facts``, its service managed,
+    as on a cloud."""
     return formula(tmp_path, {
         "kos": {"salt_master": facts},
         "salt_master": {"config_file": str(tmp_path / "kos.conf"),
-                        "cachedir": str(tmp_path / "cache")}}).state.show_sls("salt_master")
+                        "cachedir": str(tmp_path / "cache")}})
+
+
+def shown(tmp_path, facts):
+    """The salt_master states for such a master, compiled (state.show_sls)."""
+    return loaded(tmp_path, facts).state.show_sls("salt_master")
 
 
 def test_a_master_that_joins_a_top_runs_its_syndic_restarted_after_the_master(tmp_path):
@@ -344,6 +350,44 @@ def test_a_master_that_joins_a_top_runs_its_syndic_restarted_after_the_master(tm
     delay = int(name.split("--on-active=")[1].split()[0])
     assert delay > int(master_name.split("--on-active=")[1].split()[0])
     assert name.endswith("systemctl restart salt-syndic")
+
+
+def arg(state, key):
+    (value,) = [a[key] for a in state if isinstance(a, dict) and key in a]
+    return value
+
+
+def test_on_tcp_every_start_of_the_master_has_its_minions_sign_in_again(tmp_path):
+    # tests/integration/test_master_restart.py: the fault, and the script's cure
+    modules = loaded(tmp_path, {"id": MASTER_ID, "transport": "tcp"})
+    states = modules.state.show_sls("salt_master")
+    unit = states["salt_master-reconnect-unit-managed"]["file"]
+    rendered = modules.file.apply_template_on_contents(
+        (TREE / "salt_master" / "files" / "kos-salt-master-reconnect.service").read_text(),
+        "jinja", arg(unit, "context"), None, "base")
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    parser.read_string(rendered)
+    # whoever starts the master (a reboot, by hand, the formula), the script follows
+    assert parser["Install"]["WantedBy"] == "salt-master.service"
+    assert parser["Unit"]["After"] == "salt-master.service"
+    script = arg(states["salt_master-reconnect-script-managed"]["file"], "name")
+    assert parser["Service"]["ExecStart"] == script
+    assert parser["Service"]["Type"] == "oneshot"
+    enabled = states["salt_master-reconnect-unit-enabled"]["service"]
+    assert "enabled" in enabled and {"name": Path(arg(unit, "name")).stem} in enabled
+    # the formula's own restart ends once the minions were told (kos waits for that unit)
+    restart = arg(states["salt_master-service-restart-deferred"]["cmd"], "name")
+    assert restart.split()[-3:] == ["restart", "salt-master", Path(arg(unit, "name")).stem]
+
+
+def test_on_zeromq_the_master_starts_without_the_reconnect(tmp_path):
+    states = shown(tmp_path, {"id": MASTER_ID})
+    assert "salt_master-reconnect-unit-managed" not in states
+    assert arg(states["salt_master-service-restart-deferred"]["cmd"], "name").endswith(
+        "systemctl restart salt-master")
+    gone = arg(states["salt_master-reconnect-absent"]["file"], "names")
+    assert "/etc/systemd/system/kos-salt-master-reconnect.service" in gone
 
 
 def test_a_master_without_a_top_runs_no_syndic(tmp_path):

@@ -1,4 +1,4 @@
-{%- from "salt_master/map.jinja" import salt_master, extmods with context %}
+{%- from "salt_master/map.jinja" import salt_master, extmods, reconnect with context %}
 
 salt_master-clean-file-absent-config:
   file.absent:
@@ -13,3 +13,7 @@ salt_master-clean-file-absent-{{ module }}:
     - require:
       - file: salt_master-clean-file-absent-config
 {%- endfor %}
+
+salt_master-clean-reconnect-absent:
+  file.absent:
+    - names: {{ reconnect.files | tojson }}

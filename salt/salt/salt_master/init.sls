@@ -1,4 +1,4 @@
-{%- from "salt_master/map.jinja" import salt_master, extmods_used, salt_default_transport with context %}
+{%- from "salt_master/map.jinja" import salt_master, extmods_used, salt_default_transport, reconnect with context %}
 
 # The job cache and the mine hold what minions returned and published: root only. Salt
 # creates these 0755 and, once they exist, never changes their mode.
@@ -72,21 +72,57 @@ salt_master-config-file-managed:
 {%- endif %}
 {%- if salt_master.manage_service %}
 
-salt_master-restart-script-managed:
+{%- if salt_master.transport == 'tcp' %}
+
+salt_master-reconnect-script-managed:
   file.managed:
-    - name: /usr/local/sbin/kos-salt-master-restart
-    - source: salt://salt_master/files/kos-salt-master-restart
+    - name: {{ reconnect.script }}
+    - source: salt://salt_master/files/kos-salt-master-reconnect
     - mode: '0755'
 
+# Each start of the master, whoever starts it, is followed by its minions signing in again.
+salt_master-reconnect-unit-managed:
+  file.managed:
+    - name: /etc/systemd/system/{{ reconnect.unit }}.service
+    - source: salt://salt_master/files/kos-salt-master-reconnect.service
+    - template: jinja
+    - context:
+        service: {{ salt_master.service }}
+        script: {{ reconnect.script }}
+    - require:
+      - file: salt_master-reconnect-script-managed
+
+# service.enabled reloads systemd for a new unit, not for one that changed
+salt_master-reconnect-unit-reloaded:
+  cmd.run:
+    - name: systemctl daemon-reload
+    - onchanges:
+      - file: salt_master-reconnect-unit-managed
+
+salt_master-reconnect-unit-enabled:
+  service.enabled:
+    - name: {{ reconnect.unit }}
+    - require:
+      - cmd: salt_master-reconnect-unit-reloaded
+{%- else %}
+
+salt_master-reconnect-absent:
+  file.absent:
+    - names: {{ reconnect.files | tojson }}
+{%- endif %}
+
 # Restart after this run has returned: restarting the master inside a run
-# (orchestration included) would cut that run off.
+# (orchestration included) would cut that run off. On tcp the restart ends once the minions
+# were told to sign in again (kos waits for it).
 salt_master-service-restart-deferred:
   cmd.run:
     - name: >-
         systemd-run --on-active=15 --unit=kos-salt-master-restart
-        /usr/local/sbin/kos-salt-master-restart {{ salt_master.service }} {{ salt_master.transport }}
+        systemctl restart {{ salt_master.service }}{{ ' ' ~ reconnect.unit if salt_master.transport == 'tcp' else '' }}
+{%- if salt_master.transport == 'tcp' %}
     - require:
-      - file: salt_master-restart-script-managed
+      - service: salt_master-reconnect-unit-enabled
+{%- endif %}
     - onchanges:
       - file: salt_master-config-file-managed
 {%- for kind, module in extmods_used %}
