@@ -6,7 +6,8 @@ minions of both; from an environment's master, only its own.
 
 Opt-in (KOS_E2E_SYNDIC=1): three clouds take about 12 GiB and, on two cores, some 25
 minutes, beyond make test's budget. The pieces are in make test: the formula and the
-syndic's repair with real Salt daemons (tests/integration/test_syndic.py), the key
+syndic's repair with real Salt daemons (tests/integration/test_syndic.py), the minions'
+new sign-in after a master restart (tests/integration/test_master_restart.py), the key
 acceptance (tests/bootstrap/test_trust.py), the clouds' link
 (tests/bootstrap/test_local_peering.py).
 """

@@ -97,6 +97,41 @@ def test_a_syndic_that_lost_its_top_is_restarted_once_the_top_publishes(modules,
         proc.wait()
 
 
+def forward_failed(pid):
+    # as salt-syndic logs it (Salt's log_fmt_logfile), each second, once a return timed out
+    return (f"2026-12-03 07:53:21,112 [tornado.application:945 ][ERROR   ][{pid}] Exception in "
+            "callback <bound method SyndicManager._forward_events of <salt.minion.SyndicManager"
+            " object at 0x7f9b8308ef50>>\nTraceback (most recent call last):\n"
+            "AttributeError: 'str' object has no attribute 'done'\n")
+
+
+def test_a_syndic_that_cannot_pass_returns_up_is_restarted(modules, top, tmp_path):
+    proc, pidfile = syndic(tmp_path, port=top.getsockname()[1])
+    log_file = tmp_path / "syndic.log"
+    try:
+        # an earlier syndic process failed; this one is fine
+        log_file.write_text("2026-12-03 07:40:00,000 [salt.minion][INFO    ][17] Syndic started\n"
+                            + forward_failed(proc.pid + 100000))
+        ret = heal(modules, pidfile, top, grace=3600, log_file=str(log_file))
+        assert ret["status"]["forwarding"] is True and ret["restart"] is False
+        # subscribed, and yet every return it passes up fails
+        with log_file.open("a") as fh:
+            fh.write(forward_failed(proc.pid) * 50)
+        ret = heal(modules, pidfile, top, grace=3600, log_file=str(log_file))
+        assert ret["status"]["subscribed"] is True and ret["status"]["forwarding"] is False
+        assert ret["restart"] is True and "fails to pass returns up" in ret["comment"]
+        assert ret["comment"].endswith("salt-syndic would be restarted")
+        # the top is down: a restart would fail the same way
+        port = top.getsockname()[1]
+        top.close()
+        ret = modules.kos_syndic.heal(pidfile=str(pidfile), master="127.0.0.1", port=port,
+                                      log_file=str(log_file), test=True)
+        assert ret["status"]["top_publishing"] is False and ret["restart"] is False
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_no_syndic_running_is_left_to_its_service_manager(modules, top, tmp_path):
     ret = heal(modules, tmp_path / "absent.pid", top, grace=0)
     assert ret["status"]["running"] is False and ret["restart"] is False

@@ -416,9 +416,14 @@ def applied_with(tmp_path, facts, written=None, minions=(), **kwargs):
     return modules.state.sls("salt_master", **kwargs).raw, conf
 
 
-def transport_of(conf):
+def read_master(conf):
+    """The master's options as Salt's config loader reads them with ``conf`` included."""
     (conf.parent.parent / "master").write_text(f"default_include: {conf.parent.name}/*.conf\n")
-    return salt.config.master_config(str(conf.parent.parent / "master"))["transport"]
+    return salt.config.master_config(str(conf.parent.parent / "master"))
+
+
+def transport_of(conf):
+    return read_master(conf)["transport"]
 
 
 def test_a_master_of_masters_topology_runs_on_tcp_from_first_boot(tmp_path):
@@ -429,6 +434,7 @@ def test_a_master_of_masters_topology_runs_on_tcp_from_first_boot(tmp_path):
     assert all(v["result"] is True for v in ret.values()), ret
     assert transport_of(conf) == "tcp"
     assert "order_masters" not in conf.read_text()
+    assert read_master(conf)["worker_pools_enabled"] is False
 
 
 def test_a_master_on_its_own_keeps_salts_default_transport(tmp_path):
@@ -436,6 +442,7 @@ def test_a_master_on_its_own_keeps_salts_default_transport(tmp_path):
                              minions=(MASTER_ID, WORKER))
     assert all(v["result"] is True for v in ret.values()), ret
     assert transport_of(conf) == "zeromq"
+    assert read_master(conf)["worker_pools_enabled"] is True  # Salt's default
 
 
 @pytest.mark.parametrize("test_mode", [False, True])

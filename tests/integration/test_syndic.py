@@ -27,7 +27,7 @@ TREE = REPO / "salt" / "salt"
 ENVIRONMENTS = ("dev", "prod")
 # Topology keys of the formula's master config; the rest (roots, job cache, backups) the
 # other tests of the formula cover.
-TOPOLOGY = ("order_masters", "syndic_master", "syndic_wait", "transport")
+TOPOLOGY = ("order_masters", "syndic_master", "syndic_wait", "transport", "worker_pools_enabled")
 
 pytestmark = [pytest.mark.integration]
 
@@ -91,6 +91,8 @@ def test_the_formula_configures_the_top_and_the_syndics(configs):
         assert conf["syndic_wait"] == 5
         assert conf["order_masters"] is False
         assert conf["transport"] == "tcp"
+    for conf in [top, *envs.values()]:
+        assert conf["worker_pools_enabled"] is False  # see kos.conf.jinja
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +107,8 @@ def topology(salt_factories, configs):
 
     top = salt_factories.salt_master_daemon(
         "salt.top.kos-sy.test",
-        overrides={key: top_conf[key] for key in ("order_masters", "transport")},
+        overrides={key: top_conf[key]
+                   for key in ("order_masters", "transport", "worker_pools_enabled")},
         on_auth_event_callback=accept_syndics_only,
     )
     started = []
@@ -122,7 +125,8 @@ def topology(salt_factories, configs):
             f"salt.{domain(env)}",
             overrides={**{key: conf[key] for key in TOPOLOGY if key.startswith("syndic_")},
                        **port},
-            master_overrides={"interface": address, **port},
+            master_overrides={"interface": address,
+                              "worker_pools_enabled": conf["worker_pools_enabled"], **port},
             minion_overrides={"master": address, **port},
         )
         # salt-factories points the syndic at the top's port; the address is the formula's
@@ -183,6 +187,7 @@ def kos_syndic(monkeypatch):
 def link(kos_syndic, top, syndic, **kwargs):
     return kos_syndic.kos_syndic.heal(
         pidfile=syndic.config["pidfile"], master="127.0.0.1", port=top.config["publish_port"],
+        log_file=syndic.config["log_file"],
         test=True, **kwargs)
 
 

@@ -6,9 +6,17 @@ again: its reconnect path hands a coroutine where a future is expected
 (``SyndicManager._mark_master_dead``). Measured with 3008.3 (the code is the same in
 3008.5): after the top came back, neither syndic had a connection to its publish port
 five minutes later, and the top's commands reached no environment. Returns still go up,
-over a new request connection. The master's own minion runs ``heal`` on a schedule
-(pillar ``schedule:kos-syndic``, from kos/derived.sls); it restarts salt-syndic when the
-top publishes again and the syndic is not listening.
+over a new request connection.
+
+And once a return the syndic passes up times out (the top was down while this
+environment ran a job), the syndic never passes a return up again: the timed-out call
+hands back a string where a future is kept (``Syndic._return_pub_syndic``), and each
+later forward fails on it, once a second, in the syndic's log. Seen on the rehearsal
+cloud with 3008.3 after the top stopped for a minute.
+
+The master's own minion runs ``heal`` on a schedule (pillar ``schedule:kos-syndic``,
+from kos/derived.sls); it restarts salt-syndic when the top publishes and the syndic is
+not listening, or cannot pass returns up.
 """
 
 import logging
@@ -35,6 +43,12 @@ DEFAULT_PORT = 4505
 # salt-syndic's first subscription takes a few seconds (longer while its key waits for the
 # top's acceptance); younger processes are left to finish it.
 DEFAULT_GRACE = 120
+# salt-syndic's log file (Salt's default) and what it logs there, with its pid, each time
+# it fails to pass its master's returns up.
+DEFAULT_LOG = "/var/log/salt/syndic"
+FORWARD_FAILED = "Exception in callback <bound method SyndicManager._forward_events"
+# How much of the log's end is read: the failure repeats every second.
+LOG_TAIL = 256 * 1024
 
 
 def __virtual__():
@@ -73,9 +87,22 @@ def _publishing(host, port, timeout):
         return False
 
 
-def status(pidfile=DEFAULT_PIDFILE, master=None, port=DEFAULT_PORT, timeout=3):
+def _forward_failed(log_file, pid):
+    try:
+        with open(log_file, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - LOG_TAIL))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return False
+    return f"][{pid}] {FORWARD_FAILED}" in tail
+
+
+def status(pidfile=DEFAULT_PIDFILE, master=None, port=DEFAULT_PORT, timeout=3,
+           log_file=DEFAULT_LOG):
     """
-    Whether salt-syndic runs and is subscribed to its top master's publisher.
+    Whether salt-syndic runs, is subscribed to its top master's publisher, and can pass
+    returns up (its log, ``log_file``, names no failed forward of the running process).
 
     master: the top master (default: pillar kos:salt_master:syndic_master); port: the
     publish port it subscribes to.
@@ -89,14 +116,15 @@ def status(pidfile=DEFAULT_PIDFILE, master=None, port=DEFAULT_PORT, timeout=3):
     master = master or _top()
     port = int(port)
     ret = {"master": master, "port": port, "running": False, "pid": None, "age": None,
-           "subscribed": False, "top_publishing": False}
+           "subscribed": False, "forwarding": False, "top_publishing": False}
     if not master:
         return ret
     ret["top_publishing"] = _publishing(master, port, timeout)
     proc = _process(pidfile)
     if proc is None:
         return ret
-    ret.update(running=True, pid=proc.pid, age=round(time.time() - proc.create_time(), 1))
+    ret.update(running=True, pid=proc.pid, age=round(time.time() - proc.create_time(), 1),
+               forwarding=not _forward_failed(log_file, proc.pid))
     wanted = _addresses(master, port)
     for member in [proc] + proc.children(recursive=True):
         try:
@@ -113,11 +141,11 @@ def status(pidfile=DEFAULT_PIDFILE, master=None, port=DEFAULT_PORT, timeout=3):
 
 
 def heal(pidfile=DEFAULT_PIDFILE, master=None, port=DEFAULT_PORT, grace=DEFAULT_GRACE,
-         service="salt-syndic", test=False):
+         service="salt-syndic", log_file=DEFAULT_LOG, test=False):
     """
-    Restart salt-syndic when its top master publishes but the syndic is not subscribed
-    (and has had ``grace`` seconds to be). Returns what it found and whether it restarted;
-    ``test=True`` says what it would do.
+    Restart salt-syndic when its top master publishes but the syndic cannot pass returns
+    up, or is not subscribed (and has had ``grace`` seconds to be). Returns what it found
+    and whether it restarted; ``test=True`` says what it would do.
 
     CLI Example:
 
@@ -125,24 +153,29 @@ def heal(pidfile=DEFAULT_PIDFILE, master=None, port=DEFAULT_PORT, grace=DEFAULT_
 
         salt-call kos_syndic.heal test=True
     """
-    found = status(pidfile=pidfile, master=master, port=port)
+    found = status(pidfile=pidfile, master=master, port=port, log_file=log_file)
     ret = {"status": found, "restart": False, "comment": ""}
+    top = f"{found['master']}:{found['port']}"
     if not found["master"]:
         ret["comment"] = "this master joins no top master (kos:salt_master:syndic_master)"
     elif not found["running"]:
         ret["comment"] = f"{service} is not running; its service manager starts it"
-    elif found["subscribed"]:
-        ret["comment"] = f"{service} is subscribed to {found['master']}:{found['port']}"
-    elif not found["top_publishing"]:
-        ret["comment"] = (f"the top master {found['master']}:{found['port']} does not answer; "
+    elif not found["top_publishing"] and not (found["subscribed"] and found["forwarding"]):
+        ret["comment"] = (f"the top master {top} does not answer; "
                           f"{service} is left as it is until it does")
+    elif not found["forwarding"]:
+        ret["restart"] = True
+        ret["comment"] = (f"the top master {top} publishes and {service} fails to pass "
+                          f"returns up ({log_file})")
+    elif found["subscribed"]:
+        ret["comment"] = f"{service} is subscribed to {top}"
     elif found["age"] < grace:
         ret["comment"] = (f"{service} started {found['age']} s ago and is not subscribed yet; "
                           f"waiting {grace} s")
     else:
         ret["restart"] = True
-        ret["comment"] = (f"the top master {found['master']}:{found['port']} publishes and "
-                          f"{service} is not subscribed")
+        ret["comment"] = f"the top master {top} publishes and {service} is not subscribed"
+    if ret["restart"]:
         if test:
             ret["comment"] += f": {service} would be restarted"
         else:
