@@ -11,12 +11,15 @@ from saltfactories.utils.functional import Loaders
 TREE = Path(__file__).resolve().parents[1] / "salt" / "salt"
 
 
-def formula_modules(monkeypatch, minion_id):
-    """``__salt__`` of a minion ``minion_id`` that has the formula's modules. This
-    virtualenv's bin goes first on PATH: modules that load only where their daemon is
-    installed (kos_syndic: salt-syndic) find the virtualenv's."""
+def formula_modules(monkeypatch, minion_id, pillar=None):
+    """``__salt__`` of a minion ``minion_id`` that has the formula's modules (and
+    ``pillar``, when given, as its pillar). This virtualenv's bin goes first on PATH:
+    modules that load only where their daemon is installed (kos_syndic: salt-syndic) find
+    the virtualenv's."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     opts = salt.config.minion_config(None)
     opts.update(id=minion_id, file_client="local", module_dirs=[str(TREE / "_modules")],
                 utils_dirs=[str(TREE / "_utils")])
+    if pillar is not None:
+        opts["pillar"] = pillar
     return Loaders(opts).modules

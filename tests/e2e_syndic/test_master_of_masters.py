@@ -75,7 +75,10 @@ def envs(tmp_path_factory, ssh_agent):  # noqa: F811 - the imported fixture
     finally:
         for env in reversed(found.values()):
             if os.environ.get("KOS_E2E_KEEP") == "1":
-                break  # to look inside; kos down --var-file <work>/<env>.tfvars.json ends them
+                # to look inside; kos down --var-file <work>/<env>.tfvars.json ends them. Give
+                # pytest a --basetemp of its own: other pytest runs meanwhile would have
+                # pytest delete <work>, the state of clouds still running, as an old basetemp.
+                break
             if env.var_file.exists() and (env.down is None or env.down.returncode != 0
                                           or leftovers(env.name, env.state)):
                 env.down = kos("down", *env.args, "--yes", timeout=900)

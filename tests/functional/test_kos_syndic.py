@@ -62,6 +62,19 @@ def heal(modules, pidfile, top, **kwargs):
                                    port=top.getsockname()[1], test=True, **kwargs)
 
 
+def test_the_top_is_the_one_terraform_named_in_the_pillar(monkeypatch, top, tmp_path):
+    modules = formula_modules(monkeypatch, MASTER, pillar={
+        "kos": {"salt_master": {"syndic_master": "127.0.0.1"}}})
+    proc, pidfile = syndic(tmp_path, port=top.getsockname()[1])
+    try:
+        found = modules.kos_syndic.status(pidfile=str(pidfile), port=top.getsockname()[1])
+        assert found["master"] == "127.0.0.1"
+        assert found["top_publishing"] is True and found["subscribed"] is True
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_subscribed_syndic_is_left_alone(modules, top, tmp_path):
     proc, pidfile = syndic(tmp_path, port=top.getsockname()[1])
     try:

@@ -432,7 +432,9 @@ def test_a_microk8s_restore_opens_the_masters_copy_under_its_own_name_and_keeps_
     work = tmp_path / "work"
     monkeypatch.setattr(kos_mod, "BACKUP_DIR", str(work))
     kos_mod.__salt__ = {"cp.get_file": get_file, "microk8s.restore_from": restore_from,
-                        "pillar.get": lambda key, default=None: str(snap_data)}
+                        "pillar.get": lambda key, default=None, unmask=None:
+                            # as Salt 3008's: masked unless asked
+                            str(snap_data) if unmask else "**********"}
     kos_mod.__utils__ = utils()
     assert kos_mod.restore_dqlite(f"salt://{sealed.name}") is True
     assert restored == [(archive.name, b"objects")]

@@ -528,7 +528,7 @@ def backups(directory=None):
         salt 'salt*' kos.backups
     """
     if not directory:
-        directory = __salt__["pillar.get"]("salt_master:backups:dir") or \
+        directory = __salt__["pillar.get"]("salt_master:backups:dir", unmask=True) or \
             _formula_defaults()["salt_master"]["backups"]["dir"]
     names = __utils__["kos_backup.oldest_first"](
         os.listdir(directory) if os.path.isdir(directory) else [])
@@ -549,7 +549,7 @@ def restore_dqlite(source, saltenv="kos-backups"):
 
         salt 'k8s-cp-1*' kos.restore_dqlite salt://microk8s-k8s-cp-1-20261127T180000Z.kosbak
     """
-    snap_data = __salt__["pillar.get"]("microk8s:snap_data") or \
+    snap_data = __salt__["pillar.get"]("microk8s:snap_data", unmask=True) or \
         _formula_defaults()["microk8s"]["snap_data"]
     os.makedirs(BACKUP_DIR, mode=0o700, exist_ok=True)
     work = tempfile.mkdtemp(prefix="kos-restore-", dir=BACKUP_DIR)

@@ -60,7 +60,8 @@ def __virtual__():
 
 
 def _top():
-    return __salt__["pillar.get"]("kos:salt_master:syndic_master")
+    # unmasked: Salt 3008's pillar.get hands a module '**********' for every value otherwise
+    return __salt__["pillar.get"]("kos:salt_master:syndic_master", unmask=True)
 
 
 def _addresses(host, port):
