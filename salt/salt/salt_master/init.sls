@@ -72,7 +72,7 @@ salt_master-config-file-managed:
 {%- endif %}
 {%- if salt_master.manage_service %}
 
-{%- if salt_master.transport == 'tcp' %}
+{%- if reconnect.wanted %}
 
 salt_master-reconnect-script-managed:
   file.managed:
@@ -83,7 +83,7 @@ salt_master-reconnect-script-managed:
 # Each start of the master, whoever starts it, is followed by its minions signing in again.
 salt_master-reconnect-unit-managed:
   file.managed:
-    - name: /etc/systemd/system/{{ reconnect.unit }}.service
+    - name: {{ reconnect.unit_file }}
     - source: salt://salt_master/files/kos-salt-master-reconnect.service
     - template: jinja
     - context:
@@ -118,8 +118,8 @@ salt_master-service-restart-deferred:
   cmd.run:
     - name: >-
         systemd-run --on-active=15 --unit=kos-salt-master-restart
-        systemctl restart {{ salt_master.service }}{{ ' ' ~ reconnect.unit if salt_master.transport == 'tcp' else '' }}
-{%- if salt_master.transport == 'tcp' %}
+        systemctl restart {{ salt_master.service }}{{ ' ' ~ reconnect.unit if reconnect.wanted else '' }}
+{%- if reconnect.wanted %}
     - require:
       - service: salt_master-reconnect-unit-enabled
 {%- endif %}
