@@ -40,9 +40,12 @@ __virtualname__ = "kos_syndic"
 DEFAULT_PIDFILE = "/var/run/salt-syndic.pid"
 # The port a syndic subscribes to on its top: its own master's publish_port (Salt's default).
 DEFAULT_PORT = 4505
-# salt-syndic's first subscription takes a few seconds (longer while its key waits for the
-# top's acceptance); younger processes are left to finish it.
-DEFAULT_GRACE = 120
+# salt-syndic subscribes within seconds of its start once the top has accepted its key;
+# younger processes are left to finish. Under the schedule's minute, so that a syndic
+# restarted just as the top came back, whose new subscription the top's own reconnect
+# (kos-salt-master-reconnect) then dropped, is restarted at the next run, not two later.
+# One waiting for the top to accept its key is restarted each minute meanwhile: harmless.
+DEFAULT_GRACE = 45
 # salt-syndic's log file (Salt's default) and what it logs there, with its pid, each time
 # it fails to pass its master's returns up.
 DEFAULT_LOG = "/var/log/salt/syndic"
