@@ -6,7 +6,8 @@ pillar, rendered through Salt's loaders into master.d/kos.conf and read back by 
 config loader), not from the test.
 
 What an operator relies on: a command on the top reaches every environment's minions, a
-target can pick one environment, a command on an environment's master reaches only its
+target can pick one environment, an orchestration on the top runs through the
+environments in order, a command on an environment's master reaches only its
 own minions, and an environment's master keeps serving its minions while the top is down
 and its syndic is back once the top is (kos_syndic, the master's scheduled repair).
 """
@@ -21,6 +22,7 @@ import yaml
 from saltfactories.utils.functional import Loaders
 
 from tests.formula_loader import formula_modules
+from tests.integration.conftest import by_id, orchestrate
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = REPO / "salt" / "salt"
@@ -169,6 +171,37 @@ def test_a_command_on_the_top_reaches_every_environment(topology):
     assert answered(cli, "*") == sorted(minions_of("dev") + minions_of("prod"))
     # one environment, by its domain
     assert answered(cli, f"*.{domain('prod')}") == minions_of("prod")
+
+
+# One step per environment, prod's only once dev's succeeded: what an operator runs from
+# the top to roll a change through the environments in order.
+ACROSS = """
+{% for env, after in (("dev", None), ("prod", "dev")) %}
+{{ env }}:
+  salt.function:
+    - name: grains.get
+    - tgt: '*.{{ env }}.kos-sy.test'
+    - arg: [id]
+    - timeout: 30
+    {%- if after %}
+    - require:
+      - salt: {{ after }}
+    {%- endif %}
+{% endfor %}
+"""
+
+
+def test_an_orchestration_on_the_top_spans_environments(topology):
+    top, _ = topology
+    with top.state_tree.base.temp_file("kos_across.sls", ACROSS):
+        ret, steps = orchestrate(top.salt_run_cli(timeout=180), sls="kos_across")
+    assert ret.returncode == 0, ret
+    steps = by_id(steps)
+    for env in ENVIRONMENTS:
+        assert steps[env]["result"] is True, steps[env]
+        # each step ran on that environment's minions, and they answered through its syndic
+        assert steps[env]["changes"]["ret"] == {mid: mid for mid in minions_of(env)}
+    assert steps["dev"]["__run_num__"] < steps["prod"]["__run_num__"]
 
 
 def test_an_environment_master_reaches_only_its_own(topology):
