@@ -173,27 +173,22 @@ def test_a_command_on_the_top_reaches_every_environment(topology):
     assert answered(cli, f"*.{domain('prod')}") == minions_of("prod")
 
 
-# One step per environment, prod's only once dev's succeeded: what an operator runs from
-# the top to roll a change through the environments in order.
-ACROSS = """
-{% for env, after in (("dev", None), ("prod", "dev")) %}
-{{ env }}:
-  salt.function:
-    - name: grains.get
-    - tgt: '*.{{ env }}.kos-sy.test'
-    - arg: [id]
-    - timeout: 30
-    {%- if after %}
-    - require:
-      - salt: {{ after }}
-    {%- endif %}
-{% endfor %}
-"""
+def rolling_orchestration():
+    """One step per environment, each only once the one before succeeded: what an
+    operator runs from the top to roll a change through the environments in order."""
+    steps = {}
+    for before, env in zip((None,) + ENVIRONMENTS, ENVIRONMENTS):
+        step = [{"name": "grains.get"}, {"tgt": f"*.{domain(env)}"}, {"arg": ["id"]},
+                {"timeout": 30}]
+        if before:
+            step.append({"require": [{"salt": before}]})
+        steps[env] = {"salt.function": step}
+    return yaml.safe_dump(steps)
 
 
 def test_an_orchestration_on_the_top_spans_environments(topology):
     top, _ = topology
-    with top.state_tree.base.temp_file("kos_across.sls", ACROSS):
+    with top.state_tree.base.temp_file("kos_across.sls", rolling_orchestration()):
         ret, steps = orchestrate(top.salt_run_cli(timeout=180), sls="kos_across")
     assert ret.returncode == 0, ret
     steps = by_id(steps)
