@@ -497,7 +497,7 @@ def test_join_with_expired_token_fails_after_discovery_timeout(cluster, lab):
     assert r.stderr == ('error execution phase preflight: couldn\'t validate the identity of the '
                         'API Server: could not find a JWS signature in the cluster-info ConfigMap '
                         'for token ID "%s"\n' % tok.split(".")[0]) + HINT
-    assert 1.5 <= elapsed < 10
+    assert elapsed >= 1.5  # it waited out the discovery timeout before giving up
     assert not w.path("/etc/kubernetes/kubelet.conf").exists()
 
 

@@ -2,7 +2,6 @@
 decided from a real master cache (Salt's localfs cache in a temporary directory, filled the
 way the master fills it: each minion's pillar and mine)."""
 
-import time
 from pathlib import Path
 from unittest.mock import create_autospec
 
@@ -112,15 +111,12 @@ def test_a_node_starting_during_an_orchestration_waits_for_it_to_end(cache, new_
     converge = running_job(cache[1]["cachedir"], "runner.state.orchestrate",
                            "20261129150000000001", 3)
     try:
-        started_at = time.monotonic()
         with caplog.at_level("INFO"):
             ret = runner.started(NEW, poll=0.2)
-        waited = time.monotonic() - started_at
         assert converge.poll() is not None, "decided before the orchestration ended"
     finally:
         converge.kill()
         converge.wait()
-    assert waited >= 2
     assert ret["converge"] is True
     orchestrate.assert_called_once_with("orch.deploy", pillar={"started": NEW})
     assert (f"kos reactor: minion {NEW} started while orchestration 20261129150000000001 "
@@ -147,9 +143,9 @@ def test_reactions_do_not_wait_for_one_another(cache, new_node, orchestrate):
     other = running_job(cache[1]["cachedir"], "runner.kos_reactor.started",
                         "20261129150000000003", 30)
     try:
-        started_at = time.monotonic()
         assert runner.started(NEW, poll=0.2)["converge"] is True
-        assert time.monotonic() - started_at < 10
+        # had it waited, the other reaction's job would have ended first
+        assert other.poll() is None
     finally:
         other.kill()
         other.wait()
