@@ -383,16 +383,22 @@ def status(as_json, **kw):
 
 
 def _print_status(doc):
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     dist = doc["distribution"] or "unknown distribution"
     if doc.get("simulated"):
         dist += ", simulated on the local cloud"
-    table = Table(title=f"cluster {doc['cluster']} ({dist})")
-    for column in ("minion", "role", "key", "salt", "last highstate", "kubernetes",
-                   "certificates"):
-        table.add_column(column)
+    table = Table(title=f"cluster {doc['cluster']} ({dist})", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, collapse_padding=True)
+    # A cut id ("k8s-work…" twice) leaves nodes that cannot be told apart: the id column
+    # never wraps nor shrinks below its longest id, and the others fold instead
+    # (https://rich.readthedocs.io/en/stable/tables.html#column-options).
+    table.add_column("minion", no_wrap=True,
+                     min_width=max((len(node["id"]) for node in doc["nodes"]), default=6))
+    for column in ("role", "key", "salt", "last highstate", "kubernetes", "certificates"):
+        table.add_column(column, overflow="fold")
     for node in doc["nodes"]:
         k8s = node.get("kubernetes")
         k8s_text = (

@@ -51,12 +51,48 @@ def _kos(env, *args, capture=False):
     return subprocess.run(cmd, env=env)
 
 
-def _phases():
-    doc = json.loads((Path(".kos") / CLUSTER / "steps.json").read_text())
-    done = [(rec.get("started", ""), name, rec.get("seconds")) for name, rec in doc["steps"].items()
-            if rec.get("status") == "done"]
-    # in the order they ran (started is an ISO time; ties keep the recorded order)
-    return [(name, seconds) for _, name, seconds in sorted(done, key=lambda d: d[0])]
+def _phases(steps_file=None):
+    """The steps of the last run, in the order they ran, with their seconds."""
+    doc = json.loads((steps_file or Path(".kos") / CLUSTER / "steps.json").read_text())
+    # steps.json is written with sorted keys and its times have one-second resolution, so
+    # two steps that start in the same second (terraform-init, then terraform-apply) tie on
+    # "started"; the one that ran first also finished first.
+    done = [(rec.get("started", ""), rec.get("finished", ""), name, rec.get("seconds"))
+            for name, rec in doc["steps"].items() if rec.get("status") == "done"]
+    return [(name, seconds) for _, _, name, seconds in sorted(done, key=lambda d: d[:2])]
+
+
+def _kos_command():
+    """The venv's `kos` script ([project.scripts] in pyproject.toml), as the operator types it."""
+    script = Path(sys.executable).with_name("kos")
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
+def _hints(env, keys, outputs):
+    """How to try the cluster from a shell: one variable carries the demo's key, so every
+    command needs only the example's variables."""
+    public_keys = json.loads(keys.read_text())["ssh_public_keys"]
+    try:
+        var_file = VARS.relative_to(Path.cwd())
+    except ValueError:
+        var_file = VARS
+    where = f"--cloud local --var-file {var_file}"
+    bastion = outputs.get("bastion", "<bastion floating IP>")
+    return [
+        "Try it (export these two in your shell first):",
+        f"  export SSH_AUTH_SOCK={env['SSH_AUTH_SOCK']}",
+        f"  export TF_VAR_ssh_public_keys='{json.dumps(public_keys)}'",
+        f"  {_kos_command()} status {where}",
+        f"  {_kos_command()} converge {where}     # after a pillar change",
+        f"  ssh kos@{bastion}                       # the bastion",
+        f"  ssh -J kos@{bastion} kos@10.241.0.10    # the salt master (sudo salt '*' test.ping)",
+        f"  OS_CLOUD=kos-local-{CLUSTER} openstack server list   # the rehearsal cloud's API",
+        "Tear it down (the servers, the cloud, namespaces, mounts, the demo's agent):",
+        "  make demo-down",
+    ]
 
 
 def up():
@@ -84,15 +120,7 @@ def up():
         print(f"  {name:<16} {seconds if seconds is not None else '-':>7}s")
     print(f"  {'total':<16} {total:>7.1f}s")
     print()
-    print("Try it:")
-    print(f"  export SSH_AUTH_SOCK={env['SSH_AUTH_SOCK']}")
-    print(f"  {sys.executable} -m kos status --cloud local --var-file {VARS} --var-file {keys}")
-    bastion = outputs.get("bastion", "<bastion floating IP>")
-    print(f"  ssh kos@{bastion}                       # the bastion")
-    print(f"  ssh -J kos@{bastion} kos@10.241.0.10    # the salt master (sudo salt '*' test.ping)")
-    print(f"  OS_CLOUD=kos-local-{CLUSTER} openstack server list   # the rehearsal cloud's API")
-    print("Tear it down (the servers, the cloud, namespaces, mounts, the demo's agent):")
-    print("  make demo-down")
+    print("\n".join(_hints(env, keys, outputs)))
     return status.returncode
 
 

@@ -1,7 +1,7 @@
 """
 Errors the CLI turns into one message and a documented exit code.
 
-Exit codes (also in bootstrap/README.md):
+Exit codes (also in docs/troubleshooting.md):
 
 ==  ==========================================================================
 0   success (``kos status``: every node reachable and its last highstate good)

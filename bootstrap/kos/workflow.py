@@ -601,7 +601,7 @@ def refuse_replacing_the_only_control_plane(dep):
             f"--replace {host}: {host} is the only control plane, and the cluster lives on "
             "its disk: a new server there would start another cluster",
             fix="add control planes first (num_control_plane = 3), then replace it; or "
-            "bring its server back with its disk (README, Day two: nodes, Replace a node)")
+            "bring its server back with its disk (docs/day-two.md, Nodes, Replace a node)")
 
 
 def retired_minions(dep):
