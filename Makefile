@@ -45,7 +45,7 @@ demo: $(STAMP) sysdeps
 demo-down: $(STAMP)
 	$(BIN)/python -m kos.demo down
 
-# The pipeline's jobs for one environment, run here by gitlab-ci-local (README, "Run the
+# The pipeline's jobs for one environment, run here by gitlab-ci-local (docs/environments.md, "Run the
 # pipeline locally"): make pipeline KOS_ENV=dev [PIPELINE_JOBS="validate plan:dev"]
 KOS_ENV ?= dev
 PIPELINE_JOBS ?= validate plan:$(KOS_ENV)

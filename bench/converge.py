@@ -32,7 +32,7 @@ machine's (MemTotal - MemAvailable), sampled every 0.5 s.
 
 A size that fails is recorded with its error, its cluster torn down by name (kos down),
 and the next size runs. JSON goes to bench/results/ after every size; the table (also as
-Markdown, for the README) at the end.
+Markdown, for docs/benchmarks.md) at the end.
 
 Needs root, like the local cloud. Run: .venv/bin/python bench/converge.py --workers 5 25
 (--steps add_one: only the fresh converge and the addition)

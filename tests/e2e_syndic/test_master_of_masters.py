@@ -1,5 +1,5 @@
 """
-A master of masters on the rehearsal cloud (README, "A master of masters"), set up as an
+A master of masters on the rehearsal cloud (docs/master-of-masters.md), set up as an
 operator would: a top environment, then two environments whose masters join it as
 syndics, each environment on a cloud of its own. From the top one command reaches the
 minions of both; from an environment's master, only its own.
