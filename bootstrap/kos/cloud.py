@@ -18,15 +18,14 @@ import time
 from dataclasses import dataclass
 
 from . import trust, ui
-from .inputs import node_count
 from .errors import CleanupError, ConvergeError, PreflightError
+from .inputs import node_count
 
 CSI_CLUSTER_KEY = "cinder.csi.openstack.org/cluster"
 FIP_DESCRIPTION = "Floating IP for Kubernetes external service "
 SG_DESCRIPTION = "Security Group for "
 # Ports Neutron itself owns on a network; they go with the subnet/router, not by hand.
 NETWORK_OWNED = ("network:",)
-LB_PENDING = ("PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE")
 
 CREDENTIALS_FIX = (
     "export OS_CLOUD=<cloud> naming an entry of clouds.yaml (./clouds.yaml, "
@@ -329,40 +328,43 @@ def find_leftovers(conn, cluster):
     return Leftovers(lbs, fips, volumes, sgs, ports, blocking)
 
 
-def _wait(what, probe, timeout, interval=2.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        if probe():
-            return True
-        if time.monotonic() > deadline:
-            raise CleanupError(
-                f"timed out after {timeout}s waiting for {what}",
-                fix="check the resource's status in the cloud, then re-run kos down",
-            )
-        time.sleep(interval)
+def _waiting(what, timeout, wait, *args, **kwargs):
+    """One of openstacksdk's waits (``wait_for_status``, ``wait_for_delete``), its timeout told
+    as what kos waited for; a resource that went away is done waiting for."""
+    from openstack import exceptions
+
+    try:
+        wait(*args, wait=timeout, **kwargs)
+    except exceptions.NotFoundException:
+        pass
+    except exceptions.ResourceTimeout:
+        raise CleanupError(
+            f"timed out after {timeout}s waiting for {what}",
+            fix="check the resource's status in the cloud, then re-run kos down",
+        ) from None
 
 
 def _delete_load_balancer(conn, lb, timeout):
     from openstack import exceptions
 
-    def settled():
-        try:
-            current = conn.load_balancer.get_load_balancer(lb.id)
-        except exceptions.NotFoundException:
-            return True
-        return current.provisioning_status not in LB_PENDING
-
-    _wait(f"load balancer {lb.name} to leave its PENDING state", settled, timeout)
+    # Octavia answers 409 to a change of a load balancer in an immutable (PENDING_*) state
+    # (https://docs.openstack.org/api-ref/load-balancer/v2/); ACTIVE and ERROR take a delete.
+    try:
+        _waiting(
+            f"load balancer {lb.name} to leave its PENDING state",
+            timeout,
+            conn.load_balancer.wait_for_load_balancer,
+            lb.id,
+            failures=["ERROR", "DELETED"],
+        )
+    except exceptions.ResourceFailure:
+        pass
     conn.load_balancer.delete_load_balancer(lb.id, ignore_missing=True, cascade=True)
-
-    def gone():
-        try:
-            current = conn.load_balancer.get_load_balancer(lb.id)
-        except exceptions.NotFoundException:
-            return True
-        return current.provisioning_status == "DELETED"
-
-    _wait(f"load balancer {lb.name} to be deleted", gone, timeout)
+    # A cascade delete, then wait_for_delete, as openstacksdk's own _service_cleanup does
+    # (https://opendev.org/openstack/openstacksdk/src/branch/master/openstack/load_balancer/v2/_proxy.py).
+    _waiting(
+        f"load balancer {lb.name} to be deleted", timeout, conn.load_balancer.wait_for_delete, lb
+    )
 
 
 def cleanup_before_destroy(conn, cluster, timeout=600):
@@ -411,14 +413,17 @@ def cleanup_after_destroy(conn, cluster, timeout=300):
     done = {"volumes": [], "security_groups": [], "ports": [], "floating_ips": []}
     left = find_leftovers(conn, cluster)
     for vol in left.volumes:
-
-        def available(vol=vol):
-            try:
-                return conn.block_storage.get_volume(vol.id).status in ("available", "error")
-            except exceptions.NotFoundException:
-                return True
-
-        _wait(f"volume {vol.name or vol.id} to detach", available, timeout)
+        try:
+            _waiting(
+                f"volume {vol.name or vol.id} to detach",
+                timeout,
+                conn.block_storage.wait_for_status,
+                vol,
+                status="available",
+                failures=["error"],
+            )
+        except exceptions.ResourceFailure:
+            pass  # a volume in error is deleted as it is
         conn.block_storage.delete_volume(vol, ignore_missing=True)
         done["volumes"].append(vol.name or vol.id)
     for sg in left.security_groups:

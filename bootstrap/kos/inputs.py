@@ -25,8 +25,6 @@ from pathlib import Path
 from .errors import InputError
 from .state import fingerprint
 
-VARIABLE_START = re.compile(r'^variable\s+"([A-Za-z0-9_-]+)"\s*\{', re.M)
-SENSITIVE = re.compile(r"^\s*sensitive\s*=\s*true\s*$", re.M)
 AUTO_VAR_FILES = (
     "terraform.tfvars",
     "terraform.tfvars.json",
@@ -76,18 +74,48 @@ class Inputs:
         return fingerprint(self.values, sorted(self.sensitive_given))
 
 
+def _source(text, node):
+    return text[node.meta.start_pos : node.meta.end_pos]
+
+
+def _variables(text):
+    """``(name, block text, sensitive)`` of each top-level ``variable`` block of one .tf file,
+    found by python-hcl2's HCL grammar, so a heredoc, a comment or a brace anywhere in a block
+    cannot cut it short or run it into the next one."""
+    from hcl2.api import parses_to_tree
+    from lark import Tree
+
+    (body,) = parses_to_tree(text).children
+    for block in body.children:
+        if getattr(block, "data", None) != "block":
+            continue
+        # identifier, labels, body: the braces are tokens
+        kind, *labels, inner = [c for c in block.children if isinstance(c, Tree)]
+        if _source(text, kind) != "variable" or len(labels) != 1:
+            continue
+        sensitive = any(
+            getattr(attr, "data", None) == "attribute"
+            and _source(text, attr.children[0]) == "sensitive"
+            and _source(text, attr.children[-1]).strip() == "true"
+            for attr in inner.children
+        )
+        yield _source(text, labels[0]).strip('"'), _source(text, block), sensitive
+
+
 def _variable_blocks(terraform_dir):
     """``{name: (block text, sensitive)}`` for every root-module variable."""
+    from lark.exceptions import LarkError
+
     blocks = {}
     for tf in sorted(Path(terraform_dir).glob("*.tf")):
-        text = tf.read_text()
-        for match in VARIABLE_START.finditer(text):
-            # Terraform's formatter closes a top-level block with "}" in column 0.
-            end = text.find("\n}", match.end())
-            if end < 0:
-                raise InputError(f"{tf}: cannot find the end of variable {match.group(1)!r}")
-            body = text[match.start() : end + 2]
-            blocks[match.group(1)] = (body, bool(SENSITIVE.search(body)))
+        try:
+            found = list(_variables(tf.read_text()))
+        except LarkError as exc:
+            raise InputError(
+                f"{tf}: not valid HCL: {str(exc).strip().splitlines()[0]}",
+                fix=f"run `terraform validate` in {terraform_dir} for the full diagnostic",
+            ) from None
+        blocks.update({name: (body, sensitive) for name, body, sensitive in found})
     if not blocks:
         raise InputError(
             f"no Terraform variables found in {terraform_dir}",

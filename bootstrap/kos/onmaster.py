@@ -9,9 +9,9 @@ progress. Nothing here parses Salt's command-line output.
 How it gets there: ``kos.salt.Channel`` opens one SSH session per kos command and pipes this
 file over its stdin; a short shell prelude finds the master's Python from ``salt-run``'s first
 line and that Python executes it. Nothing is installed on the master, and the master always
-runs the program of the kos that talks to it. This module never imports kos (only the
-standard library and, on the master, Salt), so kos can also import it: the local run lock is
-``FileLock`` below.
+runs the program of the kos that talks to it. Of kos it imports only ``kos.lock`` (the run
+lock, standard library only), which ``kos.salt.Channel`` sends ahead of this file; otherwise
+the standard library and, on the master, Salt.
 
 Wire format, one JSON object per line. Requests on stdin::
 
@@ -40,7 +40,6 @@ Its result is ``{"jid", "steps": [<step summary>], "retcode", "cancelled", "stop
 secrets in returns stay on the master.
 """
 
-import fcntl
 import hashlib
 import json
 import os
@@ -51,6 +50,8 @@ import threading
 import time
 import traceback
 import weakref
+
+from .lock import FileLock, LockHeld
 
 PROTOCOL = 1
 CLUSTER = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
@@ -66,76 +67,6 @@ PING_MAX = 60
 # How long the lock and an orchestration wait for the reactor's converge of a minion that
 # started, by default.
 REACTOR_WAIT = 1800
-
-
-# -- the run lock (kos uses it locally too) ---------------------------------------------
-
-
-class Locked(Exception):
-    """Someone holds the lock; ``holder`` is what they wrote in it (may be empty)."""
-
-    def __init__(self, holder):
-        super().__init__(holder)
-        self.holder = holder
-
-
-def _read_holder(fd):
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        text = os.read(fd, 65536).decode("utf-8", "replace")
-        holder = json.loads(text) if text.strip() else {}
-        return holder if isinstance(holder, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-class FileLock:
-    """
-    An exclusive ``flock`` on ``path``; the file names its holder (a JSON object). The kernel
-    drops a flock when its process dies, so a file whose lock nobody holds is what a dead run
-    left behind: ``acquire`` takes it over and returns what it said. The file is removed on
-    release, and the inode is checked after locking so a run that locked a file another run
-    just removed tries again.
-    """
-
-    def __init__(self, path):
-        self.path = path
-        self.fd = None
-
-    def acquire(self, holder):
-        """Lock and write ``holder``; return the holder of a stale lock (or None)."""
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                found = _read_holder(fd)
-                os.close(fd)
-                raise Locked(found) from None
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        stale = _read_holder(fd)
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(holder, sort_keys=True).encode())
-        os.fsync(fd)
-        self.fd = fd
-        return stale or None
-
-    def release(self):
-        if self.fd is None:
-            return
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        os.close(self.fd)
-        self.fd = None
 
 
 # -- summaries: what of a return crosses the wire ---------------------------------------
@@ -271,20 +202,45 @@ def orchestration_summary(data, answered=None):
 
 # -- Salt's own bug, mended in this process ---------------------------------------------
 
+# The Salt releases whose race the mend closes, as (first, first not): salt.utils.optsdict
+# arrived in 3008.0 (saltstack/salt#68528), and 3008.3, which kos is tested with, still looks
+# the root up twice (safe_opts_copy in
+# https://github.com/saltstack/salt/blob/v3008.3/salt/utils/optsdict.py).
+MENDED_SALT = ((3008, 0), (3009, 0))
+
+
+def unmended_salt(version):
+    """Why the mend refuses Salt ``version`` (a ``salt.version.SaltStackVersion``), or None."""
+    first, beyond = MENDED_SALT
+    if first <= tuple(version.info[:2]) < beyond:
+        return None
+    return (
+        f"kos mends a race in Salt {first[0]}'s salt.utils.optsdict and was not tested with "
+        f"Salt {version}: run Salt {first[0]} on the master (terraform variable salt_version), "
+        "or test kos with this release and widen MENDED_SALT in bootstrap/kos/onmaster.py"
+    )
+
 
 def mend_safe_opts_copy():
     """
-    ``salt.utils.optsdict.safe_opts_copy`` (Salt 3008) asks ``id(opts) in _dict_to_root``,
-    a WeakValueDictionary, then indexes it. When the garbage collector frees that root in
-    another thread between the two, it raises ``KeyError(<id>)``; inside an orchestration,
-    ``salt.function`` turns that into the comment "140641998609280" (issue 16, at
-    kos-orch-deploy-sync, the first step: every loader the step builds goes through here).
-    Holding the root for the call closes the gap. Returns whether it applied.
+    ``salt.utils.optsdict.safe_opts_copy`` (Salt 3008, tested with 3008.3: ``MENDED_SALT``)
+    asks ``id(opts) in _dict_to_root``, a WeakValueDictionary, then indexes it. When the
+    garbage collector frees that root in another thread between the two, it raises
+    ``KeyError(<id>)``; inside an orchestration, ``salt.function`` turns that into the comment
+    "140641998609280" (issue 16, at kos-orch-deploy-sync, the first step: every loader the
+    step builds goes through here). Holding the root for the call closes the gap. Returns
+    whether it applied: a Salt without optsdict has nothing to mend; a Salt with it but
+    outside ``MENDED_SALT`` raises RuntimeError, since the mend replaces a private function.
     """
     try:
         import salt.utils.optsdict as optsdict
     except ImportError:
         return False
+    import salt.version
+
+    unmended = unmended_salt(salt.version.__saltstack_version__)
+    if unmended:
+        raise RuntimeError(unmended)
     roots = getattr(optsdict, "_dict_to_root", None)
     original = getattr(optsdict, "safe_opts_copy", None)
     if not isinstance(roots, weakref.WeakValueDictionary) or original is None:
@@ -339,7 +295,9 @@ def _master_config_path(syspaths):
     return os.environ.get("SALT_MASTER_CONFIG") or os.path.join(syspaths.CONFIG_DIR, "master")
 
 
-class Channel:
+class Server:
+    """Serves kos's requests, in order, with Salt's Python API."""
+
     def __init__(self, out):
         import salt.cache
         import salt.client
@@ -512,7 +470,7 @@ class Channel:
         holder = dict(req.get("holder") or {}, channel_pid=os.getpid())
         try:
             stale = lock.acquire(holder)
-        except Locked as exc:
+        except LockHeld as exc:
             raise Failure(
                 "locked",
                 f"another kos run holds cluster {cluster}'s lock on the salt master",
@@ -953,7 +911,7 @@ def _minion_ids(value):
 def main():
     out = Output()
     try:
-        channel = Channel(out)
+        server = Server(out)
     except Exception as exc:  # noqa: BLE001 - kos says which host and why
         out.emit(
             event="error",
@@ -961,8 +919,8 @@ def main():
             message=f"cannot use Salt's Python API with {sys.executable}: {type(exc).__name__}: {exc}",
         )
         return 3
-    channel.ready()
-    channel.serve(sys.stdin.buffer)
+    server.ready()
+    server.serve(sys.stdin.buffer)
     return 0
 
 

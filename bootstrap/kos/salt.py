@@ -42,7 +42,9 @@ from .state import describe_holder
 
 MINION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 PILLAR_FILE = "/srv/pillar/_from_terraform.sls"
+# The program and the one kos module it imports, sent in this order.
 PROGRAM = Path(__file__).with_name("onmaster.py")
+LOCK_MODULE = Path(__file__).with_name("lock.py")
 EVENT_FUNS = {
     "saltutil.sync_all": "modules synced",
     "saltutil.sync_utils": "utils synced",
@@ -84,11 +86,17 @@ if [ -z "$py" ]; then
 fi
 exec "$py" -c "$loader" kos-salt-channel
 """
-# The program arrives on stdin after its length; the rest of stdin carries the requests.
+# kos/lock.py, then the program, arrive on stdin, each after its length; the rest of stdin
+# carries the requests. The lock module becomes kos.lock, so the program's "from .lock import"
+# finds it (importlib looks a module up in sys.modules before anything else:
+# https://docs.python.org/3/reference/import.html#the-module-cache).
 # "salt" in the command line lets Salt's job tracking (salt-run jobs.master) see the process.
 LOADER = (
-    "import sys;b=sys.stdin.buffer;n=int(b.readline());"
-    "exec(compile(b.read(n),'kos-salt-channel','exec'),{'__name__':'__kos_channel__'})"
+    "import sys,types;b=sys.stdin.buffer;r=lambda:b.read(int(b.readline()));"
+    "m=sys.modules['kos.lock']=types.ModuleType('kos.lock');"
+    "exec(compile(r(),'kos/lock.py','exec'),m.__dict__);"
+    "exec(compile(r(),'kos-salt-channel','exec'),"
+    "{'__name__':'__kos_channel__','__package__':'kos'})"
 )
 # What Salt (and Python) print on stderr that says nothing about a failure: log records below
 # ERROR, such as "[WARNING ] unclosed MasterEvent ...; call destroy()" when a client's event
@@ -118,12 +126,13 @@ class Channel:
     def open(self):
         if self.proc is not None:
             return self
-        program = PROGRAM.read_bytes()
+        parts = (LOCK_MODULE.read_bytes(), PROGRAM.read_bytes())
+        program = b"".join(b"%d\n%s" % (len(part), part) for part in parts)
         self.proc = self.ssh.popen(
             ["sh", "-c", PRELUDE, "kos-salt-channel", LOADER], binary=True, stderr=True
         )
         threading.Thread(target=self._keep_stderr, daemon=True).start()
-        self._write(b"%d\n" % len(program) + program)
+        self._write(program)
         event = self._next("starting kos's channel on the salt master")
         if event.get("event") == "error":
             raise ConvergeError(

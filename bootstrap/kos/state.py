@@ -19,8 +19,7 @@ from pathlib import Path
 
 from . import ui
 from .errors import Interrupted, Locked
-from .onmaster import FileLock
-from .onmaster import Locked as LockHeld
+from .lock import FileLock, LockHeld
 
 STEPS_FILE = "steps.json"
 LOCK_FILE = "lock"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 from kos import errors
-from kos.onmaster import FileLock, Locked, step_summary
+from kos.lock import FileLock, LockHeld
+from kos.onmaster import step_summary
 from kos.salt import PRELUDE, Channel, SaltMaster, orchestration_failures
 
 from tests.saltjobs import running_job
@@ -114,7 +115,7 @@ def test_prelude_without_salt_says_so(tmp_path):
 HOLD = textwrap.dedent(
     """
     import sys, time
-    from kos.onmaster import FileLock
+    from kos.lock import FileLock
     FileLock(sys.argv[1]).acquire({"pid": 4242, "command": "kos converge"})
     print("locked", flush=True)
     time.sleep(60)
@@ -130,7 +131,7 @@ def test_lock_names_its_holder_and_a_dead_holders_lock_is_taken_over(tmp_path):
     )
     try:
         assert proc.stdout.readline().strip() == "locked"
-        with pytest.raises(Locked) as held:
+        with pytest.raises(LockHeld) as held:
             FileLock(path).acquire({"pid": os.getpid()})
         assert held.value.holder == {"pid": 4242, "command": "kos converge"}
     finally:
@@ -200,6 +201,18 @@ def test_the_salt_race_behind_the_bare_number(process):
         assert re.fullmatch(r"KeyError: [0-9]+", res.stdout.strip()), res.stdout
     else:
         assert res.stdout.strip() == "no error"
+
+
+@pytest.mark.parametrize("release", ["3007.1", "3009.0", "3010.1"])
+def test_the_mend_refuses_a_salt_it_was_not_tested_with(release):
+    """The mend replaces a private function of Salt 3008; on another release it says so."""
+    from kos.onmaster import unmended_salt
+    from salt.version import SaltStackVersion
+
+    assert unmended_salt(SaltStackVersion.parse("3008.3")) is None
+    refused = unmended_salt(SaltStackVersion.parse(release))
+    assert f"was not tested with Salt {release}: run Salt 3008 on the master" in refused
+    assert "widen MENDED_SALT in bootstrap/kos/onmaster.py" in refused
 
 
 def test_a_bare_number_from_salt_is_reported_as_what_it_is():

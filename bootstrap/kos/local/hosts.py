@@ -171,21 +171,6 @@ class Machine:
         except OSError:
             return []
 
-    def wait_booted(self, timeout=180):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.pid1():
-                res = self.run("systemctl", "is-system-running", check=False, timeout=30)
-                state = res.stdout.strip()
-                if state in ("running", "degraded"):
-                    return state
-            elif not self.nspawn_pid():
-                raise ConvergeError(f"{self.name} did not boot", details=self.console_tail(),
-                                    fix=f"read its console: {self.console}")
-            time.sleep(0.5)
-        raise ConvergeError(f"{self.name} did not finish booting in {timeout}s",
-                            fix=f"read its console: {self.console}")
-
     def stop(self, timeout=30):
         pid = self.nspawn_pid()
         if pid:

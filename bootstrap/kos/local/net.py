@@ -96,19 +96,6 @@ def routes():
     return found
 
 
-def overlapping_routes(cidrs, cluster):
-    """Routes of this machine (not this cluster's own links) that overlap ``cidrs``."""
-    mine = (uplink(cluster), mgmt_link(cluster))
-    found = []
-    for net, line in routes():
-        if any(f"dev {m}" in line for m in mine):
-            continue
-        for cidr in cidrs:
-            if net.overlaps(ipaddress.ip_network(cidr)):
-                found.append((cidr, line))
-    return found
-
-
 @dataclass(frozen=True)
 class Plan:
     """The addresses of one cluster's cloud on this machine."""

@@ -7,11 +7,35 @@ utils get no ``__salt__``, so the callers hand theirs in.
 
 import salt.loader.context
 import salt.utils.path
+import salt.version
 from salt.exceptions import CommandExecutionError
+
+# The Salt releases kos runs on, as (first, first not): ``forget`` reaches into the loader's
+# private ``parent_loader`` and ``pack`` (salt/loader/lazy.py, LazyLoader, as in
+# https://github.com/saltstack/salt/blob/v3008.3/salt/loader/lazy.py), which another major
+# release may change. kos is tested with 3008.3 (pyproject.toml, terraform's salt_version).
+TESTED_SALT = ((3008, 0), (3009, 0))
+
+
+def untested_salt(version=None):
+    """Why ``version`` (the running Salt by default) is not a Salt kos can run on, or None."""
+    if version is None:
+        version = salt.version.__saltstack_version__
+    first, beyond = TESTED_SALT
+    if first <= tuple(version.info[:2]) < beyond:
+        return None
+    return (
+        f"kos's modules use Salt {first[0]}'s loader internals and were not tested with Salt "
+        f"{version}: run Salt {first[0]} on this minion (terraform variable salt_version), or "
+        "test kos with this release and widen TESTED_SALT in salt/salt/_utils/kos_cli.py"
+    )
 
 
 def virtual(name, binary, hint):
     """``__virtual__`` of a module that wraps ``binary``: its name, or why it cannot load."""
+    untested = untested_salt()
+    if untested:
+        return (False, f"{name}: {untested}")
     if salt.utils.path.which(binary):
         return name
     return (False, f"{name}: the '{binary}' command is not on PATH ({hint})")
@@ -67,6 +91,9 @@ def flags(table, joined=False):
 def forget(context, prefix):
     """Drop every ``__context__`` entry of a module after something changed the node."""
     if isinstance(context, salt.loader.context.NamedLoaderContext):
+        untested = untested_salt()
+        if untested:
+            raise CommandExecutionError(untested)
         # A loaded module's __context__ names the dict of whichever loader runs: in here
         # that is this utils loader. The caller's loader is the one that called us.
         caller = context.loader().parent_loader
