@@ -164,7 +164,7 @@ locals {
       bastion = {
         id          = "bastion.${local.domain}"
         ip          = module.bastion.private_ip
-        public_ip   = module.bastion.public_ip
+        public_ip   = local.bastion_public_ip
         floating_ip = module.bastion.floating_ip
       }
       nodes = {

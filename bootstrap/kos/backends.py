@@ -198,12 +198,13 @@ class OpenStackBackend(Backend):
 BACKENDS = {"openstack": OpenStackBackend, "local": LocalBackend}
 
 
-# The servers' resource addresses in terraform/ (tests/unit checks them against the modules).
+# The servers' resource addresses in terraform/: every role module builds its servers with
+# terraform/modules/server, keyed by hostname (tests/unit checks them against the modules).
 SERVER_ADDRESSES = {
-    "bastion": "module.bastion.openstack_compute_instance_v2.this",
-    "salt": "module.salt_master.openstack_compute_instance_v2.this",
+    "bastion": 'module.bastion.module.server.openstack_compute_instance_v2.this["bastion"]',
+    "salt": 'module.salt_master.module.server.openstack_compute_instance_v2.this["salt"]',
 }
-NODE_SERVER = "module.nodes.openstack_compute_instance_v2.node"
+NODE_SERVER = "module.nodes.module.server.openstack_compute_instance_v2.this"
 
 
 def instance_address(outputs, hostname):

@@ -24,6 +24,10 @@ import yaml
 from . import drift, ui
 from .errors import InputError, KosError
 
+# The module that holds the nodes' servers and ports, keyed by hostname (terraform/modules/server
+# called from terraform/modules/nodes).
+NODE_SERVERS = "module.nodes.module.server"
+
 ACTIONS = ("create", "update", "delete", "replace")
 # pillar/top.sls: the layers every minion gets; the others are per domain or per host.
 EVERYONE = ("top.sls", "kos/derived.sls", "environments/defaults.sls")
@@ -78,7 +82,7 @@ def destroyed_nodes(doc):
     return sorted(
         change["index"] for change in doc.get("resource_changes") or []
         if change.get("type") == "openstack_compute_instance_v2"
-        and change.get("module_address") == "module.nodes"
+        and change.get("module_address") == NODE_SERVERS
         and (change.get("change") or {}).get("actions") == ["delete"]
         and isinstance(change.get("index"), str)
     )
@@ -91,7 +95,7 @@ def refuse_moving_nodes(doc):
     moved = []
     for change in doc.get("resource_changes") or []:
         if (change.get("type") != "openstack_networking_port_v2"
-                or change.get("module_address") != "module.nodes"
+                or change.get("module_address") != NODE_SERVERS
                 or change.get("name") != "private"):
             continue
         actions = (change.get("change") or {}).get("actions") or []

@@ -4,42 +4,23 @@
 
 mock_provider "openstack" {
   source = "./tests/mocks"
-
-  override_resource {
-    target = module.bastion.openstack_networking_floatingip_v2.this
-    values = { address = "203.0.113.10" }
-  }
-
-  override_resource {
-    target = module.nodes.openstack_networking_floatingip_v2.node
-    values = { address = "203.0.113.11" }
-  }
-
-  override_resource {
-    target = module.salt_master.openstack_networking_floatingip_v2.this
-    values = { address = "203.0.113.12" }
-  }
 }
 
 variables {
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-  num_kube_nodes        = 2
-  num_control_plane     = 1
+  num_kube_nodes    = 2
+  num_control_plane = 1
 }
 
 run "default_master_stays_private" {
   command = apply
 
   assert {
-    condition     = toset(keys(module.salt_master.ports)) == toset(["private"]) && length(module.salt_master.instance.ports) == 1
+    condition     = toset(keys(module.salt_master.ports.salt)) == toset(["private"]) && length(module.salt_master.instances.salt.ports) == 1
     error_message = "without top_master the master has its private port only"
   }
 
   assert {
-    condition     = module.salt_master.floating_ip == null && output.salt_master_floating_ip == null && module.salt_master.public_ip == null
+    condition     = module.salt_master.floating_ip == null && output.salt_master_floating_ip == null && !contains(keys(module.salt_master.ports.salt), "public")
     error_message = "without top_master the master has no floating IP and no public address"
   }
 
@@ -67,7 +48,7 @@ run "default_master_stays_private" {
   }
 
   assert {
-    condition     = !strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "configure_interface \"")
+    condition     = !strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "configure_interface \"")
     error_message = "a master on the private network only configures no interface of its own at first boot"
   }
 }
@@ -99,30 +80,30 @@ run "top_master" {
   }
 
   assert {
-    condition     = output.salt_master_floating_ip == "203.0.113.12" && module.salt_master.public_ip == "10.0.0.12"
+    condition     = output.salt_master_floating_ip == "203.0.113.12" && one(module.salt_master.ports.salt.public.fixed_ip).ip_address == "10.0.0.12"
     error_message = "a top master has a floating IP (output salt_master_floating_ip) and the public address host 12 of public_cidr"
   }
 
   assert {
     condition = (
-      toset(keys(module.salt_master.ports)) == toset(["private", "public"]) &&
-      module.salt_master.ports.public.network_id == module.network.public_network_id &&
-      one(module.salt_master.ports.public.fixed_ip).ip_address == "10.0.0.12" &&
-      module.salt_master.ports.public.security_group_ids == module.salt_master.ports.private.security_group_ids
+      toset(keys(module.salt_master.ports.salt)) == toset(["private", "public"]) &&
+      module.salt_master.ports.salt.public.network_id == module.network.public_network_id &&
+      one(module.salt_master.ports.salt.public.fixed_ip).ip_address == "10.0.0.12" &&
+      module.salt_master.ports.salt.public.security_group_ids == module.salt_master.ports.salt.private.security_group_ids
     )
     error_message = "a top master has a public port at 10.0.0.12 with the master's security group"
   }
 
   assert {
-    condition     = length(module.salt_master.instance.ports) == 2 && module.salt_master.instance.ports[0] == module.salt_master.ports.private.id && module.salt_master.instance.ports[1] == module.salt_master.ports.public.id
+    condition     = length(module.salt_master.instances.salt.ports) == 2 && module.salt_master.instances.salt.ports[0] == module.salt_master.ports.salt.private.id && module.salt_master.instances.salt.ports[1] == module.salt_master.ports.salt.public.id
     error_message = "a top master is plugged into its private port first, then its public port"
   }
 
   # The floating IP answers through the public side: that side carries the default route.
   assert {
     condition = (
-      strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "configure_interface \"fa:16:3e:00:00:01\" \"default\" \"10.0.0.12\"") &&
-      strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "configure_interface \"fa:16:3e:00:00:01\" \"no-routes\" \"10.20.0.10\"")
+      strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "configure_interface \"fa:16:3e:00:00:01\" \"default\" \"10.0.0.12\"") &&
+      strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "configure_interface \"fa:16:3e:00:00:01\" \"no-routes\" \"10.20.0.10\"")
     )
     error_message = "a top master's first boot routes by default through its public side and keeps the private side for its address only"
   }
@@ -160,9 +141,9 @@ run "syndic_of_a_top_master" {
   assert {
     condition = (
       yamldecode(output.salt_pillar).kos.salt_master.transport == "tcp" &&
-      one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : yamldecode(file.content) if file.path == "/etc/salt/master.d/kos.conf"]) == { transport = "tcp" } &&
+      one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : yamldecode(file.content) if file.path == "/etc/salt/master.d/kos.conf"]) == { transport = "tcp" } &&
       alltrue([
-        for user_data in concat(values(nonsensitive(module.nodes.user_data)), [nonsensitive(module.bastion.user_data), nonsensitive(module.salt_master.user_data)]) :
+        for user_data in values(nonsensitive(merge(module.nodes.user_data, module.bastion.user_data, module.salt_master.user_data))) :
         one([for file in yamldecode(user_data).write_files : yamldecode(file.content).transport if file.path == "/etc/salt/minion.d/kos.conf"]) == "tcp"
       ])
     )
@@ -170,12 +151,12 @@ run "syndic_of_a_top_master" {
   }
 
   assert {
-    condition     = strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "sh \"$script\" -X -M -S stable ${var.salt_version}")
+    condition     = strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "sh \"$script\" -X -M -S stable ${var.salt_version}")
     error_message = "the master's first boot installs salt-master and salt-syndic (-M -S) without starting them (-X)"
   }
 
   assert {
-    condition     = !strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "systemctl restart salt-syndic")
+    condition     = !strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "systemctl restart salt-syndic")
     error_message = "first boot never starts salt-syndic: the formula does, when the pillar names a top master"
   }
 
@@ -185,7 +166,7 @@ run "syndic_of_a_top_master" {
   }
 
   assert {
-    condition     = toset(keys(module.salt_master.ports)) == toset(["private"]) && output.salt_master_floating_ip == null
+    condition     = toset(keys(module.salt_master.ports.salt)) == toset(["private"]) && output.salt_master_floating_ip == null
     error_message = "a syndic's master needs no public port: it reaches the top master through the bastion's NAT"
   }
 }

@@ -2,27 +2,13 @@
 
 mock_provider "openstack" {
   source = "./tests/mocks"
-
-  override_resource {
-    target = module.bastion.openstack_networking_floatingip_v2.this
-    values = { address = "203.0.113.10" }
-  }
-
-  override_resource {
-    target = module.nodes.openstack_networking_floatingip_v2.node
-    values = { address = "203.0.113.11" }
-  }
 }
 
 variables {
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  deploy_domain_name    = "example.internal"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-  num_kube_nodes        = 2
-  num_control_plane     = 1
-  availability_zones    = ["az-a"]
+  deploy_domain_name = "example.internal"
+  num_kube_nodes     = 2
+  num_control_plane  = 1
+  availability_zones = ["az-a"]
   users = [
     { name = "alice", ssh_keys = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAliceKeyForTests alice@laptop"], sudo = true },
     { name = "bob" },
@@ -94,7 +80,7 @@ run "bootstrapper_outputs" {
   }
 
   assert {
-    condition     = one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/srv/pillar/_from_terraform.sls"]) == output.salt_pillar
+    condition     = one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/srv/pillar/_from_terraform.sls"]) == output.salt_pillar
     error_message = "the master's cloud-init must write exactly the salt_pillar output to /srv/pillar/_from_terraform.sls"
   }
 }
@@ -113,7 +99,7 @@ run "kubeadm_distribution" {
   }
 
   assert {
-    condition     = module.bastion.instance.name == "prod-eu-bastion" && module.nodes.instances["k8s-cp-1"].name == "prod-eu-k8s-cp-1"
+    condition     = module.bastion.instances.bastion.name == "prod-eu-bastion" && module.nodes.instances["k8s-cp-1"].name == "prod-eu-k8s-cp-1"
     error_message = "OpenStack names must start with the cluster name"
   }
 }

@@ -3,25 +3,11 @@
 
 mock_provider "openstack" {
   source = "./tests/mocks"
-
-  override_resource {
-    target = module.bastion.openstack_networking_floatingip_v2.this
-    values = { address = "203.0.113.10" }
-  }
-
-  override_resource {
-    target = module.nodes.openstack_networking_floatingip_v2.node
-    values = { address = "203.0.113.11" }
-  }
 }
 
 variables {
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-  num_kube_nodes        = 3
-  num_control_plane     = 1
+  num_kube_nodes    = 3
+  num_control_plane = 1
 }
 
 run "microk8s_calico_vxlan" {
@@ -46,7 +32,7 @@ run "microk8s_calico_vxlan" {
 
   # VXLAN carries pod packets between node addresses: no port carries pod or service addresses.
   assert {
-    condition     = alltrue([for port in values(module.nodes.ports) : length(port.allowed_address_pairs) == 0])
+    condition     = alltrue([for port in flatten([for ports in values(module.nodes.ports) : values(ports)]) : length(port.allowed_address_pairs) == 0])
     error_message = "with Calico VXLAN no node port needs the pod or service CIDR as an address pair"
   }
 }
@@ -74,7 +60,7 @@ run "kubeadm_kube_router_routed" {
 
   assert {
     condition = alltrue([
-      for port in values(module.nodes.ports) :
+      for port in flatten([for ports in values(module.nodes.ports) : values(ports)]) :
       toset([for pair in port.allowed_address_pairs : pair.ip_address]) == toset([var.pod_cidr, var.service_cidr])
     ])
     error_message = "kube-router routes pod and service addresses: every node port must allow them as address pairs"

@@ -3,26 +3,12 @@
 
 mock_provider "openstack" {
   source = "./tests/mocks"
-
-  override_resource {
-    target = module.bastion.openstack_networking_floatingip_v2.this
-    values = { address = "203.0.113.10" }
-  }
-
-  override_resource {
-    target = module.nodes.openstack_networking_floatingip_v2.node
-    values = { address = "203.0.113.11" }
-  }
 }
 
 variables {
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-  num_kube_nodes        = 5
-  num_control_plane     = 3
-  availability_zones    = ["az-a", "az-b"]
+  num_kube_nodes     = 5
+  num_control_plane  = 3
+  availability_zones = ["az-a", "az-b"]
 }
 
 run "counts_follow_variables" {
@@ -45,12 +31,12 @@ run "counts_follow_variables" {
 
   # One private port per node, plus k8s-cp-1's public port.
   assert {
-    condition     = length(module.nodes.ports) == var.num_kube_nodes + 1
+    condition     = length(flatten([for ports in values(module.nodes.ports) : values(ports)])) == var.num_kube_nodes + 1
     error_message = "node port count does not follow num_kube_nodes"
   }
 
   assert {
-    condition     = toset([for key, port in module.nodes.ports : key if !endswith(key, "/private")]) == toset(["k8s-cp-1/public"])
+    condition     = toset(flatten([for host, ports in module.nodes.ports : [for side in keys(ports) : "${host}/${side}" if side != "private"]])) == toset(["k8s-cp-1/public"])
     error_message = "only k8s-cp-1 may have a port besides its private one"
   }
 
@@ -66,26 +52,26 @@ run "security_groups_on_ports_not_servers" {
   assert {
     condition = alltrue(concat(
       [for server in values(module.nodes.instances) : length(server.security_groups) == 0],
-      [length(module.bastion.instance.security_groups) == 0, length(module.salt_master.instance.security_groups) == 0],
+      [length(module.bastion.instances.bastion.security_groups) == 0, length(module.salt_master.instances.salt.security_groups) == 0],
     ))
     error_message = "no security group may be attached at server level"
   }
 
   assert {
     condition = alltrue([
-      for port in concat(values(module.nodes.ports), values(module.bastion.ports), values(module.salt_master.ports)) :
+      for port in flatten([for ports in values(merge(module.nodes.ports, module.bastion.ports, module.salt_master.ports)) : values(ports)]) :
       length(port.security_group_ids) > 0
     ])
     error_message = "every port needs its security groups"
   }
 
   assert {
-    condition     = module.nodes.ports["k8s-cp-1/public"].security_group_ids == toset([module.nodes.security_group_ids.cluster, module.nodes.security_group_ids.edge])
+    condition     = module.nodes.ports["k8s-cp-1"].public.security_group_ids == toset([module.nodes.security_group_ids.cluster, module.nodes.security_group_ids.edge])
     error_message = "k8s-cp-1's public port takes the cluster and the edge security groups"
   }
 
   assert {
-    condition     = module.nodes.ports["k8s-worker-1/private"].security_group_ids == toset([module.nodes.security_group_ids.cluster])
+    condition     = module.nodes.ports["k8s-worker-1"].private.security_group_ids == toset([module.nodes.security_group_ids.cluster])
     error_message = "private node ports take the cluster security group only"
   }
 }
@@ -94,19 +80,19 @@ run "salt_master_private_only_with_volume" {
   command = apply
 
   assert {
-    condition     = length(module.salt_master.instance.ports) == 1 && module.salt_master.instance.ports[0] == module.salt_master.ports.private.id
+    condition     = length(module.salt_master.instances.salt.ports) == 1 && module.salt_master.instances.salt.ports[0] == module.salt_master.ports.salt.private.id
     error_message = "the Salt master must be plugged into its private port only"
   }
 
   assert {
     condition = alltrue([
-      for port in values(module.salt_master.ports) : port.network_id == module.network.private_network_id && port.network_id != module.network.public_network_id
+      for port in values(module.salt_master.ports.salt) : port.network_id == module.network.private_network_id && port.network_id != module.network.public_network_id
     ])
     error_message = "the Salt master must not be on the public network"
   }
 
   assert {
-    condition     = module.salt_master.volume.instance_id == module.salt_master.instance.id && module.salt_master.volume.volume_id == module.salt_master.volume.id
+    condition     = module.salt_master.volume.instance_id == module.salt_master.instances.salt.id && module.salt_master.volume.volume_id == module.salt_master.volume.id
     error_message = "the state volume must be attached to the Salt master"
   }
 
@@ -116,7 +102,7 @@ run "salt_master_private_only_with_volume" {
   }
 
   assert {
-    condition     = one(module.salt_master.ports.private.fixed_ip).ip_address == output.salt_master_private_ip
+    condition     = one(module.salt_master.ports.salt.private.fixed_ip).ip_address == output.salt_master_private_ip
     error_message = "the master's port must carry the fixed address the minions are told"
   }
 }
@@ -125,17 +111,17 @@ run "bastion_on_both_networks" {
   command = apply
 
   assert {
-    condition     = module.bastion.instance.ports == [module.bastion.ports.public.id, module.bastion.ports.private.id]
+    condition     = module.bastion.instances.bastion.ports == [module.bastion.ports.bastion.public.id, module.bastion.ports.bastion.private.id]
     error_message = "the bastion must have a public and a private port"
   }
 
   assert {
-    condition     = one(module.bastion.ports.private.fixed_ip).ip_address == module.network.private_subnet.gateway_ip
+    condition     = one(module.bastion.ports.bastion.private.fixed_ip).ip_address == module.network.private_subnet.gateway_ip
     error_message = "the bastion must hold the private network's gateway address"
   }
 
   assert {
-    condition     = [for pair in module.bastion.ports.private.allowed_address_pairs : pair.ip_address] == ["0.0.0.0/0"]
+    condition     = [for pair in module.bastion.ports.bastion.private.allowed_address_pairs : pair.ip_address] == ["0.0.0.0/0"]
     error_message = "the bastion's private port must let forwarded traffic through"
   }
 }
@@ -226,7 +212,7 @@ run "admin_network_mode" {
   }
 
   assert {
-    condition     = toset(keys(module.nodes.ports)) == toset(["k8s-cp-1/private", "k8s-cp-1/admin", "k8s-worker-1/private"])
+    condition     = toset(flatten([for host, ports in module.nodes.ports : [for side in keys(ports) : "${host}/${side}"]])) == toset(["k8s-cp-1/private", "k8s-cp-1/admin", "k8s-worker-1/private"])
     error_message = "in admin-network mode k8s-cp-1 has a private and an admin port, and no public port"
   }
 

@@ -6,13 +6,9 @@ mock_provider "openstack" {
 }
 
 variables {
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-  num_kube_nodes        = 2
-  num_control_plane     = 1
-  root_password         = "Correct-Horse-Battery-Staple-42"
+  num_kube_nodes    = 2
+  num_control_plane = 1
+  root_password     = "Correct-Horse-Battery-Staple-42"
 }
 
 run "minion_settings" {
@@ -20,7 +16,7 @@ run "minion_settings" {
 
   assert {
     condition = alltrue([
-      for name, user_data in merge(nonsensitive(module.nodes.user_data), { bastion = nonsensitive(module.bastion.user_data), salt = nonsensitive(module.salt_master.user_data) }) :
+      for name, user_data in nonsensitive(merge(module.nodes.user_data, module.bastion.user_data, module.salt_master.user_data)) :
       startswith(user_data, "#cloud-config\n") &&
       yamldecode(user_data).hostname == name &&
       yamldecode(user_data).fqdn == "${name}.kos.internal" &&
@@ -32,13 +28,13 @@ run "minion_settings" {
   }
 
   assert {
-    condition     = one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : yamldecode(file.content) if file.path == "/etc/salt/master.d/kos.conf"]) == { transport = "zeromq" }
+    condition     = one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : yamldecode(file.content) if file.path == "/etc/salt/master.d/kos.conf"]) == { transport = "zeromq" }
     error_message = "the master's first boot must start it on its minions' transport (the salt_master formula takes the file over)"
   }
 
   assert {
     condition = alltrue([
-      for name, user_data in merge(nonsensitive(module.nodes.user_data), { bastion = nonsensitive(module.bastion.user_data), salt = nonsensitive(module.salt_master.user_data) }) :
+      for name, user_data in nonsensitive(merge(module.nodes.user_data, module.bastion.user_data, module.salt_master.user_data)) :
       strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "echo \"kos-trust: ${name}.kos.internal salt-minion-key sha256 $finger\"") &&
       strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "echo \"kos-trust: ${name}.kos.internal ssh-host-key $kind $blob\"")
     ])
@@ -46,12 +42,12 @@ run "minion_settings" {
   }
 
   assert {
-    condition     = strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "mount_state_volume \"5e9a6c1d-7f3b-4c2a-9\"")
+    condition     = strcontains(one([for file in yamldecode(nonsensitive(module.salt_master.user_data.salt)).write_files : file.content if file.path == "/usr/local/sbin/kos-firstboot"]), "mount_state_volume \"5e9a6c1d-7f3b-4c2a-9\"")
     error_message = "the master must mount its state volume (found by its serial) before installing Salt"
   }
 
   assert {
-    condition     = one([for user in yamldecode(nonsensitive(module.bastion.user_data)).users : tolist(user.ssh_authorized_keys) if user.name == "kos"]) == var.ssh_public_keys
+    condition     = one([for user in yamldecode(nonsensitive(module.bastion.user_data.bastion)).users : tolist(user.ssh_authorized_keys) if user.name == "kos"]) == var.ssh_public_keys
     error_message = "deploy_user must get ssh_public_keys"
   }
 }
@@ -65,7 +61,7 @@ run "no_secret_without_set_root_password" {
 
   assert {
     condition = alltrue([
-      for user_data in concat(values(nonsensitive(module.nodes.user_data)), [nonsensitive(module.bastion.user_data), nonsensitive(module.salt_master.user_data)]) :
+      for user_data in values(nonsensitive(merge(module.nodes.user_data, module.bastion.user_data, module.salt_master.user_data))) :
       !strcontains(user_data, var.root_password) && !strcontains(user_data, "chpasswd") && !strcontains(user_data, "$2a$") && !can(yamldecode(user_data).chpasswd)
     ])
     error_message = "user data must hold no password unless set_root_password is true"
@@ -86,7 +82,7 @@ run "root_password_console_only" {
 
   assert {
     condition = alltrue([
-      for user_data in concat(values(nonsensitive(module.nodes.user_data)), [nonsensitive(module.bastion.user_data), nonsensitive(module.salt_master.user_data)]) :
+      for user_data in values(nonsensitive(merge(module.nodes.user_data, module.bastion.user_data, module.salt_master.user_data))) :
       !strcontains(user_data, var.root_password) &&
       yamldecode(user_data).ssh_pwauth == false &&
       length([for user in yamldecode(user_data).chpasswd.users : user if user.name == "root" && user.type == "hash" && startswith(user.password, "$2")]) == 1

@@ -4,13 +4,6 @@ mock_provider "openstack" {
   source = "./tests/mocks"
 }
 
-variables {
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-}
-
 run "defaults_are_valid" {
   command = plan
 }

@@ -127,14 +127,12 @@ def test_plan_artifacts_hold_no_secret(cloud_kos, fake_cloud, write_vars, ssh_ag
     diff = json.loads((out / "diff.json").read_text())
     assert "does not exist yet" in diff["salt_note"]
     assert diff["salt"] and {e["converge"] for e in diff["salt"].values()} == {"highstate"}
-    assert "module.bastion.openstack_compute_instance_v2.this" in diff["terraform"]["create"]
+    bastion = 'module.bastion.module.server.openstack_compute_instance_v2.this["bastion"]'
+    assert bastion in diff["terraform"]["create"]
     changes = json.loads((out / "changes.json").read_text())
-    assert {
-        "address": "module.bastion.openstack_compute_instance_v2.this",
-        "action": "create",
-    } in changes
+    assert {"address": bastion, "action": "create"} in changes
     text = (out / "plan.txt").read_text()
-    assert 'module.nodes.openstack_compute_instance_v2.node["k8s-cp-1"]' in text
+    assert 'module.nodes.module.server.openstack_compute_instance_v2.this["k8s-cp-1"]' in text
     assert "(sensitive value)" in text
     for path in [*out.iterdir(), *(cloud_kos.cwd / ".kos").rglob("steps.json")]:
         assert secret not in path.read_text()

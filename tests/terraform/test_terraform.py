@@ -29,13 +29,6 @@ DECLARED_RUNS = [
     for run in RUN_BLOCK.findall(path.read_text())
 ]
 
-BASE_VARIABLES = """
-  external_network_name = "ext-net"
-  base_image            = "ubuntu-24.04"
-  ssh_public_keys       = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKosDeployKeyForTestsOnly kos@ci"]
-  ssh_allowed_cidrs     = ["198.51.100.0/24"]
-"""
-
 # Bad input -> words its error message must contain: the operator reads these, not ids.
 BAD_VARIABLES = {
     "bad_cidr": ('private_cidr = "10.1.0.0/33"', "private_cidr must be an IPv4 network address"),
@@ -204,10 +197,11 @@ def test_validation_messages(tf, terraform_workdir):
     """Each bad input fails its plan with the message meant for the operator."""
     directory = terraform_workdir / "kos-messages"
     directory.mkdir(exist_ok=True)
+    # The variables every test starts from, as terraform/tests/*.tftest.hcl get them.
+    shutil.copy(TERRAFORM_DIR / "tests" / "terraform.tfvars", directory / "terraform.tfvars")
     for name, (assignment, _) in BAD_VARIABLES.items():
         (directory / f"{name}.tftest.hcl").write_text(
             'mock_provider "openstack" {\n  source = "./tests/mocks"\n}\n\n'
-            f"variables {{{BASE_VARIABLES}}}\n\n"
             f'run "{name}" {{\n  command = plan\n  variables {{\n    {assignment}\n  }}\n}}\n'
         )
     _, events, summaries = run_terraform_test(tf, test_directory="kos-messages")

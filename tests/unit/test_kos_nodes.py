@@ -42,12 +42,14 @@ def test_quota_counts_the_servers_that_exist():
 def test_replace_names_the_server_terraform_declares():
     found = outputs("k8s-cp-1", "k8s-worker-2")
     address = backends.instance_address(found, "k8s-worker-2")
-    assert address == 'module.nodes.openstack_compute_instance_v2.node["k8s-worker-2"]'
+    assert address == 'module.nodes.module.server.openstack_compute_instance_v2.this["k8s-worker-2"]'
     assert backends.instance_address(found, "salt") == backends.SERVER_ADDRESSES["salt"]
     # every address kos hands to -replace is a resource the modules declare
     for full in [backends.NODE_SERVER, *backends.SERVER_ADDRESSES.values()]:
-        _, module, kind, name = full.split(".")
-        text = (TERRAFORM / "modules" / module / "main.tf").read_text()
+        _, role, _, call, kind, name = full.split("[")[0].split(".")
+        caller = (TERRAFORM / "modules" / role / "main.tf").read_text()
+        assert re.search(rf'^module "{call}" {{\n  source = "\.\./server"', caller, re.MULTILINE), full
+        text = (TERRAFORM / "modules" / "server" / "main.tf").read_text()
         assert re.search(rf'^resource "{kind}" "{name}"', text, re.M), full
 
 
@@ -62,8 +64,8 @@ def test_replace_of_a_retired_or_unknown_node_names_the_ones_there_are():
 
 
 def port_change(host, actions, old, new):
-    return {"type": "openstack_networking_port_v2", "module_address": "module.nodes",
-            "name": "private", "index": host, "address": f'module.nodes.x["{host}"]',
+    return {"type": "openstack_networking_port_v2", "module_address": plan.NODE_SERVERS,
+            "name": "private", "index": host, "address": f'{plan.NODE_SERVERS}.x["{host}"]',
             "change": {"actions": actions,
                        "before": {"fixed_ip": [{"ip_address": old}]} if old else None,
                        "after": {"fixed_ip": [{"ip_address": new}]} if new else None}}
@@ -86,8 +88,8 @@ def test_nodes_that_come_or_go_or_stay_put_pass():
 
 
 def server_change(host, actions):
-    return {"type": "openstack_compute_instance_v2", "module_address": "module.nodes",
-            "name": "node", "index": host, "change": {"actions": actions}}
+    return {"type": "openstack_compute_instance_v2", "module_address": plan.NODE_SERVERS,
+            "name": "this", "index": host, "change": {"actions": actions}}
 
 
 class FakeTerraform:

@@ -2,9 +2,7 @@
 # through between the nodes follows the one distribution variable.
 
 locals {
-  public_nodes   = { for name, node in var.nodes : name => node if node.public_ip != null }
-  floating_nodes = { for name, node in var.nodes : name => node if node.floating_ip }
-  admin_nodes    = { for name, node in var.nodes : name => node if node.admin_network }
+  admin_nodes = { for name, node in var.nodes : name => node if node.admin_network }
 
   # What each distribution's pod network needs between the nodes.
   cni = {
@@ -54,43 +52,6 @@ locals {
     { for cidr in var.ingress_allowed_cidrs : "http-${cidr}" => { min = 80, max = 80, cidr = cidr, description = "HTTP ingress from ${cidr}" } },
     { for cidr in var.ingress_allowed_cidrs : "https-${cidr}" => { min = 443, max = 443, cidr = cidr, description = "HTTPS ingress from ${cidr}" } },
   )
-
-  interfaces = {
-    for name, node in var.nodes : name => concat(
-      # A floating IP answers through the public side, so that side carries the default route.
-      contains(keys(local.public_nodes), name) ? [
-        { mac = openstack_networking_port_v2.public[name].mac_address, mode = "default", ip = node.public_ip },
-        { mac = openstack_networking_port_v2.private[name].mac_address, mode = "no-routes", ip = node.private_ip },
-      ] : [],
-      contains(keys(local.admin_nodes), name) ? [
-        { mac = openstack_networking_port_v2.admin[name].mac_address, mode = "own-table", ip = openstack_networking_port_v2.admin[name].all_fixed_ips[0] },
-      ] : [],
-    )
-  }
-
-  user_data = {
-    for name, node in var.nodes : name => templatefile("${path.module}/../../cloud-init/minion.tftpl", {
-      hostname           = name
-      fqdn               = "${name}.${var.cloud_init.domain}"
-      domain             = var.cloud_init.domain
-      deploy_user        = var.cloud_init.deploy_user
-      ssh_public_keys    = var.cloud_init.ssh_public_keys
-      salt_master_ip     = var.cloud_init.salt_master_ip
-      salt_transport     = var.cloud_init.salt_transport
-      hosts              = merge(var.cloud_init.hosts, { (name) = node.private_ip })
-      root_password_hash = var.root_password_hash
-      firstboot = templatefile("${path.module}/../../cloud-init/kos-firstboot.sh.tftpl", {
-        fqdn                  = "${name}.${var.cloud_init.domain}"
-        role                  = node.role
-        salt_master_ip        = var.cloud_init.salt_master_ip
-        salt_version          = var.cloud_init.salt_version
-        salt_bootstrap_url    = var.cloud_init.salt_bootstrap_url
-        salt_bootstrap_sha256 = var.cloud_init.salt_bootstrap_sha256
-        volume_serial         = null
-        interfaces            = local.interfaces[name]
-      })
-    })
-  }
 }
 
 data "openstack_networking_network_v2" "admin" {
@@ -177,120 +138,77 @@ resource "openstack_networking_secgroup_rule_v2" "edge" {
   remote_ip_prefix  = each.value.cidr
 }
 
-resource "openstack_networking_port_v2" "private" {
-  for_each = var.nodes
+module "server" {
+  source = "../server"
 
-  name               = "${var.name_prefix}-${each.key}-private"
-  network_id         = var.private_network_id
-  admin_state_up     = true
-  security_group_ids = [openstack_networking_secgroup_v2.cluster.id]
-  tags               = var.tags
+  name_prefix           = var.name_prefix
+  tags                  = var.tags
+  image_name            = var.image_name
+  flavor_name           = var.flavor_name
+  external_network_name = var.external_network_name
+  private_network       = { network_id = var.private_network_id, subnet_id = var.private_subnet_id }
+  public_network        = { network_id = var.public_network_id, subnet_id = var.public_subnet_id }
+  admin_network_id      = one(data.openstack_networking_network_v2.admin[*].id)
+  cloud_init            = var.cloud_init
+  root_password_hash    = var.root_password_hash
 
-  fixed_ip {
-    subnet_id  = var.private_subnet_id
-    ip_address = each.value.private_ip
-  }
-
-  dynamic "allowed_address_pairs" {
-    for_each = local.address_pairs
-    content {
-      ip_address = allowed_address_pairs.value
+  servers = {
+    for name, node in var.nodes : name => {
+      role              = node.role
+      template          = "minion"
+      availability_zone = node.availability_zone
+      private = {
+        ip                    = node.private_ip
+        security_group_ids    = [openstack_networking_secgroup_v2.cluster.id]
+        allowed_address_pairs = local.address_pairs
+        # A floating IP answers through the public side, so that side carries the default route.
+        interface_mode = node.public_ip != null ? "no-routes" : null
+      }
+      public = node.public_ip == null ? null : {
+        ip                    = node.public_ip
+        security_group_ids    = [openstack_networking_secgroup_v2.cluster.id, openstack_networking_secgroup_v2.edge.id]
+        allowed_address_pairs = local.address_pairs
+        interface_mode        = "default"
+        floating_ip           = node.floating_ip
+      }
+      admin = !node.admin_network ? null : {
+        security_group_ids    = [openstack_networking_secgroup_v2.cluster.id, openstack_networking_secgroup_v2.edge.id]
+        allowed_address_pairs = local.address_pairs
+        interface_mode        = "own-table"
+      }
     }
   }
 }
 
-resource "openstack_networking_port_v2" "public" {
-  for_each = local.public_nodes
-
-  name               = "${var.name_prefix}-${each.key}-public"
-  network_id         = var.public_network_id
-  admin_state_up     = true
-  security_group_ids = [openstack_networking_secgroup_v2.cluster.id, openstack_networking_secgroup_v2.edge.id]
-  tags               = var.tags
-
-  fixed_ip {
-    subnet_id  = var.public_subnet_id
-    ip_address = each.value.public_ip
-  }
-
-  dynamic "allowed_address_pairs" {
-    for_each = local.address_pairs
-    content {
-      ip_address = allowed_address_pairs.value
-    }
-  }
+# Where the nodes' servers lived before modules/server
+# (https://developer.hashicorp.com/terraform/language/moved): every instance keeps its
+# hostname key, so existing nodes are moved, not rebuilt.
+moved {
+  from = openstack_networking_port_v2.private
+  to   = module.server.openstack_networking_port_v2.private
 }
 
-resource "openstack_networking_port_v2" "admin" {
-  for_each = local.admin_nodes
-
-  name               = "${var.name_prefix}-${each.key}-admin"
-  network_id         = data.openstack_networking_network_v2.admin[0].id
-  admin_state_up     = true
-  security_group_ids = [openstack_networking_secgroup_v2.cluster.id, openstack_networking_secgroup_v2.edge.id]
-  tags               = var.tags
-
-  dynamic "allowed_address_pairs" {
-    for_each = local.address_pairs
-    content {
-      ip_address = allowed_address_pairs.value
-    }
-  }
+moved {
+  from = openstack_networking_port_v2.public
+  to   = module.server.openstack_networking_port_v2.public
 }
 
-resource "openstack_compute_instance_v2" "node" {
-  for_each = var.nodes
-
-  name              = "${var.name_prefix}-${each.key}"
-  image_name        = var.image_name
-  flavor_name       = var.flavor_name
-  availability_zone = each.value.availability_zone
-  # User data from the config drive: the private network has no router for the metadata service.
-  config_drive = true
-  user_data    = local.user_data[each.key]
-  tags         = var.tags
-
-  metadata = {
-    kos_cluster   = var.name_prefix
-    kos_role      = each.value.role
-    kos_minion_id = "${each.key}.${var.cloud_init.domain}"
-  }
-
-  network {
-    port = openstack_networking_port_v2.private[each.key].id
-  }
-
-  dynamic "network" {
-    for_each = contains(keys(local.public_nodes), each.key) ? [openstack_networking_port_v2.public[each.key].id] : []
-    content {
-      port = network.value
-    }
-  }
-
-  dynamic "network" {
-    for_each = contains(keys(local.admin_nodes), each.key) ? [openstack_networking_port_v2.admin[each.key].id] : []
-    content {
-      port = network.value
-    }
-  }
-
-  lifecycle {
-    # cloud-init reads user data at first boot only; later changes would only force a rebuild.
-    ignore_changes = [user_data]
-  }
+moved {
+  from = openstack_networking_port_v2.admin
+  to   = module.server.openstack_networking_port_v2.admin
 }
 
-resource "openstack_networking_floatingip_v2" "node" {
-  for_each = local.floating_nodes
-
-  pool        = var.external_network_name
-  description = "kos ${var.name_prefix} ${each.key}.${var.cloud_init.domain}"
-  tags        = var.tags
+moved {
+  from = openstack_compute_instance_v2.node
+  to   = module.server.openstack_compute_instance_v2.this
 }
 
-resource "openstack_networking_floatingip_associate_v2" "node" {
-  for_each = local.floating_nodes
+moved {
+  from = openstack_networking_floatingip_v2.node
+  to   = module.server.openstack_networking_floatingip_v2.this
+}
 
-  floating_ip = openstack_networking_floatingip_v2.node[each.key].address
-  port_id     = openstack_networking_port_v2.public[each.key].id
+moved {
+  from = openstack_networking_floatingip_associate_v2.node
+  to   = module.server.openstack_networking_floatingip_associate_v2.this
 }

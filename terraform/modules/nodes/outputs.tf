@@ -6,32 +6,20 @@ output "nodes" {
       private_ip        = node.private_ip
       availability_zone = node.availability_zone
       public_ip         = node.public_ip
-      floating_ip       = try(openstack_networking_floatingip_v2.node[name].address, null)
-      admin_ip          = try(openstack_networking_port_v2.admin[name].all_fixed_ips[0], null)
+      floating_ip       = lookup(module.server.floating_ips, name, null)
+      admin_ip          = lookup(module.server.admin_ips, name, null)
     }
   }
 }
 
 output "instances" {
-  description = "Every server by hostname: id, name, availability zone, server-level security groups (expected empty) and the ports it is plugged into, in order."
-  value = {
-    for name, server in openstack_compute_instance_v2.node : name => {
-      id                = server.id
-      name              = server.name
-      availability_zone = server.availability_zone
-      security_groups   = server.security_groups
-      ports             = [for network in server.network : network.port]
-    }
-  }
+  description = "Every node's server, by hostname (modules/server)."
+  value       = module.server.instances
 }
 
 output "ports" {
-  description = "Every node port, keyed <hostname>/<side> (private, public, admin)."
-  value = merge(
-    { for name, port in openstack_networking_port_v2.private : "${name}/private" => port },
-    { for name, port in openstack_networking_port_v2.public : "${name}/public" => port },
-    { for name, port in openstack_networking_port_v2.admin : "${name}/admin" => port },
-  )
+  description = "Every node's ports, by hostname and side (modules/server): private, and public or admin on k8s-cp-1."
+  value       = module.server.ports
 }
 
 output "cluster_rules" {
@@ -56,7 +44,7 @@ output "security_group_ids" {
 }
 
 output "user_data" {
-  description = "The cloud-config handed to each node (sensitive: may hold root's password hash)."
-  value       = local.user_data
+  description = "The cloud-config handed to each node, by hostname (sensitive: may hold root's password hash)."
+  value       = module.server.user_data
   sensitive   = true
 }

@@ -120,18 +120,8 @@ variable "ingress_allowed_cidrs" {
 }
 
 variable "cloud_init" {
-  type = object({
-    domain                = string
-    salt_master_ip        = string
-    salt_transport        = string
-    deploy_user           = string
-    ssh_public_keys       = list(string)
-    salt_version          = string
-    salt_bootstrap_url    = string
-    salt_bootstrap_sha256 = optional(string)
-    hosts                 = map(string)
-  })
-  description = "Settings shared by every VM's cloud-init: domain, Salt master address and transport, deploy user and keys, Salt installation, /etc/hosts entries (hostname => IP)."
+  type        = any
+  description = "Settings shared by every VM's cloud-init, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "root_password_hash" {

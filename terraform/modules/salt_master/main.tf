@@ -3,46 +3,28 @@
 # the other environments' masters join it as syndics.
 
 locals {
-  fqdn = "${var.hostname}.${var.cloud_init.domain}"
-
-  # A floating IP answers through the public side, so that side carries the default route
-  # (as for a node with a floating IP); the minions stay on the private side.
-  interfaces = var.top_master ? [
-    { mac = openstack_networking_port_v2.public[0].mac_address, mode = "default", ip = var.public_ip },
-    { mac = openstack_networking_port_v2.private.mac_address, mode = "no-routes", ip = var.private_ip },
-  ] : []
-
-  firstboot = templatefile("${path.module}/../../cloud-init/kos-firstboot.sh.tftpl", {
-    fqdn                  = local.fqdn
-    role                  = "salt_master"
-    salt_master_ip        = var.cloud_init.salt_master_ip
-    salt_version          = var.cloud_init.salt_version
-    salt_bootstrap_url    = var.cloud_init.salt_bootstrap_url
-    salt_bootstrap_sha256 = var.cloud_init.salt_bootstrap_sha256
-    interfaces            = local.interfaces
-    # virtio-blk exposes the first 20 characters of the volume id as the disk serial.
-    volume_serial = substr(openstack_blockstorage_volume_v3.state.id, 0, 20)
-  })
-
-  user_data = templatefile("${path.module}/../../cloud-init/salt-master.tftpl", {
-    hostname           = var.hostname
-    fqdn               = local.fqdn
-    domain             = var.cloud_init.domain
-    deploy_user        = var.cloud_init.deploy_user
-    ssh_public_keys    = var.cloud_init.ssh_public_keys
-    salt_master_ip     = var.cloud_init.salt_master_ip
-    salt_transport     = var.cloud_init.salt_transport
-    hosts              = merge(var.cloud_init.hosts, { (var.hostname) = var.private_ip })
-    root_password_hash = var.root_password_hash
-    pillar             = var.pillar
-    firstboot          = local.firstboot
-  })
+  # Fixed: the root names the master's minion id, and the moved blocks below its instances.
+  hostname = "salt"
 }
 
 resource "openstack_networking_secgroup_v2" "this" {
   name        = "${var.name_prefix}-salt-master"
   description = "kos Salt master: Salt from the private network, SSH from the bastion"
   tags        = var.tags
+}
+
+# The check of a top master's inputs, on a resource of its own: a precondition reads the
+# public network's ids, and on any resource that builds the cluster it would hold that
+# resource back until the network exists.
+resource "terraform_data" "top_master_inputs" {
+  count = var.top_master ? 1 : 0
+
+  lifecycle {
+    precondition {
+      condition     = var.public_network_id != null && var.public_subnet_id != null && var.public_ip != null && var.external_network_name != null && length(var.syndic_cidrs) > 0
+      error_message = "A top master needs public_network_id, public_subnet_id, public_ip, external_network_name and at least one syndic CIDR."
+    }
+  }
 }
 
 resource "openstack_networking_secgroup_rule_v2" "salt" {
@@ -90,58 +72,8 @@ resource "openstack_networking_secgroup_rule_v2" "syndics" {
   remote_ip_prefix  = each.key
 }
 
-resource "openstack_networking_port_v2" "private" {
-  name               = "${var.name_prefix}-${var.hostname}-private"
-  network_id         = var.private_network_id
-  admin_state_up     = true
-  security_group_ids = [openstack_networking_secgroup_v2.this.id]
-  tags               = var.tags
-
-  fixed_ip {
-    subnet_id  = var.private_subnet_id
-    ip_address = var.private_ip
-  }
-}
-
-resource "openstack_networking_port_v2" "public" {
-  count = var.top_master ? 1 : 0
-
-  name               = "${var.name_prefix}-${var.hostname}-public"
-  network_id         = var.public_network_id
-  admin_state_up     = true
-  security_group_ids = [openstack_networking_secgroup_v2.this.id]
-  tags               = var.tags
-
-  fixed_ip {
-    subnet_id  = var.public_subnet_id
-    ip_address = var.public_ip
-  }
-
-  lifecycle {
-    precondition {
-      condition     = var.public_network_id != null && var.public_subnet_id != null && var.public_ip != null && var.external_network_name != null && length(var.syndic_cidrs) > 0
-      error_message = "A top master needs public_network_id, public_subnet_id, public_ip, external_network_name and at least one syndic CIDR."
-    }
-  }
-}
-
-resource "openstack_networking_floatingip_v2" "this" {
-  count = var.top_master ? 1 : 0
-
-  pool        = var.external_network_name
-  description = "kos ${var.name_prefix} ${local.fqdn}"
-  tags        = var.tags
-}
-
-resource "openstack_networking_floatingip_associate_v2" "this" {
-  count = var.top_master ? 1 : 0
-
-  floating_ip = openstack_networking_floatingip_v2.this[0].address
-  port_id     = openstack_networking_port_v2.public[0].id
-}
-
 resource "openstack_blockstorage_volume_v3" "state" {
-  name              = "${var.name_prefix}-${var.hostname}-state"
+  name              = "${var.name_prefix}-${local.hostname}-state"
   description       = "kos Salt master state (/etc/salt/pki, /var/cache/salt): keep it to keep the minions' trust"
   size              = var.volume_size
   volume_type       = var.volume_type
@@ -153,41 +85,72 @@ resource "openstack_blockstorage_volume_v3" "state" {
   }
 }
 
-resource "openstack_compute_instance_v2" "this" {
-  name              = "${var.name_prefix}-${var.hostname}"
-  image_name        = var.image_name
-  flavor_name       = var.flavor_name
-  availability_zone = var.availability_zone
-  # User data from the config drive: the private network has no router for the metadata service.
-  config_drive = true
-  user_data    = local.user_data
-  tags         = var.tags
+module "server" {
+  source = "../server"
 
-  metadata = {
-    kos_cluster   = var.name_prefix
-    kos_role      = "salt_master"
-    kos_minion_id = local.fqdn
-  }
+  name_prefix           = var.name_prefix
+  tags                  = var.tags
+  image_name            = var.image_name
+  flavor_name           = var.flavor_name
+  external_network_name = var.external_network_name
+  private_network       = { network_id = var.private_network_id, subnet_id = var.private_subnet_id }
+  public_network        = var.top_master ? { network_id = var.public_network_id, subnet_id = var.public_subnet_id } : null
+  cloud_init            = var.cloud_init
+  root_password_hash    = var.root_password_hash
+  template_vars         = { (local.hostname) = { pillar = var.pillar } }
 
-  network {
-    port = openstack_networking_port_v2.private.id
-  }
-
-  dynamic "network" {
-    for_each = openstack_networking_port_v2.public
-    content {
-      port = network.value.id
+  servers = {
+    (local.hostname) = {
+      role              = "salt_master"
+      template          = "salt-master"
+      availability_zone = var.availability_zone
+      volume            = { id = openstack_blockstorage_volume_v3.state.id }
+      # A floating IP answers through the public side, so that side carries the default
+      # route (as for a node with a floating IP); the minions stay on the private side.
+      private = {
+        ip                 = var.private_ip
+        security_group_ids = [openstack_networking_secgroup_v2.this.id]
+        interface_mode     = var.top_master ? "no-routes" : null
+      }
+      public = var.top_master ? {
+        ip                 = var.public_ip
+        security_group_ids = [openstack_networking_secgroup_v2.this.id]
+        interface_mode     = "default"
+        floating_ip        = true
+      } : null
     }
-  }
-
-  lifecycle {
-    # The pillar in the user data changes with every node added; re-creating the master for
-    # that is pointless (cloud-init reads it once), the bootstrapper pushes salt_pillar instead.
-    ignore_changes = [user_data]
   }
 }
 
-resource "openstack_compute_volume_attach_v2" "state" {
-  instance_id = openstack_compute_instance_v2.this.id
-  volume_id   = openstack_blockstorage_volume_v3.state.id
+# Where the resources of the master's server lived before modules/server
+# (https://developer.hashicorp.com/terraform/language/moved): an existing master is moved,
+# not rebuilt.
+moved {
+  from = openstack_networking_port_v2.private
+  to   = module.server.openstack_networking_port_v2.private["salt"]
+}
+
+moved {
+  from = openstack_networking_port_v2.public[0]
+  to   = module.server.openstack_networking_port_v2.public["salt"]
+}
+
+moved {
+  from = openstack_compute_instance_v2.this
+  to   = module.server.openstack_compute_instance_v2.this["salt"]
+}
+
+moved {
+  from = openstack_networking_floatingip_v2.this[0]
+  to   = module.server.openstack_networking_floatingip_v2.this["salt"]
+}
+
+moved {
+  from = openstack_networking_floatingip_associate_v2.this[0]
+  to   = module.server.openstack_networking_floatingip_associate_v2.this["salt"]
+}
+
+moved {
+  from = openstack_compute_volume_attach_v2.state
+  to   = module.server.openstack_compute_volume_attach_v2.this["salt"]
 }

@@ -1,40 +1,21 @@
-output "fqdn" {
-  description = "FQDN and minion id of the master."
-  value       = local.fqdn
-}
-
 output "private_ip" {
   description = "Fixed private address of the master."
   value       = var.private_ip
 }
 
-output "instance" {
-  description = "The master server: id, name, availability zone, server-level security groups (expected empty) and the ports it is plugged into, in order."
-  value = {
-    id                = openstack_compute_instance_v2.this.id
-    name              = openstack_compute_instance_v2.this.name
-    availability_zone = openstack_compute_instance_v2.this.availability_zone
-    security_groups   = openstack_compute_instance_v2.this.security_groups
-    ports             = [for network in openstack_compute_instance_v2.this.network : network.port]
-  }
-}
-
-output "public_ip" {
-  description = "Fixed public address of a top master, or null."
-  value       = var.top_master ? var.public_ip : null
-}
-
 output "floating_ip" {
   description = "Floating IP of a top master (where syndics join it), or null."
-  value       = one(openstack_networking_floatingip_v2.this[*].address)
+  value       = lookup(module.server.floating_ips, local.hostname, null)
+}
+
+output "instances" {
+  description = "The master's server, by hostname (modules/server)."
+  value       = module.server.instances
 }
 
 output "ports" {
-  description = "The master's ports by side: private, and public on a top master."
-  value = merge(
-    { private = openstack_networking_port_v2.private },
-    { for port in openstack_networking_port_v2.public : "public" => port },
-  )
+  description = "The master's ports, by hostname and side (modules/server): private, and public on a top master."
+  value       = module.server.ports
 }
 
 output "rules" {
@@ -55,17 +36,18 @@ output "rules" {
 
 output "volume" {
   description = "The persistent state volume and its attachment to the master."
-  value = {
-    id          = openstack_blockstorage_volume_v3.state.id
-    name        = openstack_blockstorage_volume_v3.state.name
-    size        = openstack_blockstorage_volume_v3.state.size
-    instance_id = openstack_compute_volume_attach_v2.state.instance_id
-    volume_id   = openstack_compute_volume_attach_v2.state.volume_id
-  }
+  value = merge(
+    {
+      id   = openstack_blockstorage_volume_v3.state.id
+      name = openstack_blockstorage_volume_v3.state.name
+      size = openstack_blockstorage_volume_v3.state.size
+    },
+    module.server.volume_attachments[local.hostname],
+  )
 }
 
 output "user_data" {
-  description = "The cloud-config handed to the master (sensitive: may hold root's password hash)."
-  value       = local.user_data
+  description = "The master's cloud-config, by hostname (sensitive: may hold root's password hash)."
+  value       = module.server.user_data
   sensitive   = true
 }

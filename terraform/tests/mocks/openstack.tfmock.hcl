@@ -25,3 +25,19 @@ mock_resource "openstack_blockstorage_volume_v3" {
     id = "5e9a6c1d-7f3b-4c2a-9d8e-0123456789ab"
   }
 }
+
+# One floating IP per role, so outputs and pillar can be told apart.
+override_resource {
+  target = module.bastion.module.server.openstack_networking_floatingip_v2.this
+  values = { address = "203.0.113.10" }
+}
+
+override_resource {
+  target = module.nodes.module.server.openstack_networking_floatingip_v2.this
+  values = { address = "203.0.113.11" }
+}
+
+override_resource {
+  target = module.salt_master.module.server.openstack_networking_floatingip_v2.this
+  values = { address = "203.0.113.12" }
+}
