@@ -178,6 +178,17 @@ def test_a_stopped_node_keeps_its_cluster(m):
     assert (k8s["initialised"], k8s["fresh"]) == (False, False)
 
 
+def test_a_stopped_control_plane_is_never_said_not_joined(m):
+    """Its status lists no member, yet it may be one: the mine says it cannot tell, and the
+    orchestration still converges it (its highstate starts it)."""
+    m["microk8s.status"].return_value = {"running": False, "worker": False, "stopped": True,
+                                         "high_availability": {"nodes": []}}
+    m["microk8s.is_clustered"].return_value = False
+    k8s = mod.kubernetes_state()
+    assert k8s["joined"] is None and "microk8s start" in k8s["error"], k8s
+    assert mod.converge_need(tree="t1")["highstate"][-1] == "not joined"
+
+
 def test_a_kubeadm_first_control_plane_never_initialised_is_fresh(m, pillar, monkeypatch):
     pillar["kos"]["distribution"] = "kubeadm"
     m["kubeadm.init_status"] = create_autospec(lambda kube_dir=None: None,

@@ -80,6 +80,10 @@ def m(state_dir):
     config = {"kos:state_dir": str(state_dir)}
     mocks["config.get"] = create_autospec(salt.modules.config.get,
                                           side_effect=lambda k, d="": config.get(k, d))
+    mocks["config"] = config
+    mocks["kubeadm.get_kube_dir"] = create_autospec(
+        mod.get_kube_dir, side_effect=lambda kube_dir=None: kube_dir or config.get(
+            "kubeadm:kube_dir", mod.DEFAULT_KUBE_DIR))
     return mocks
 
 
@@ -154,6 +158,22 @@ def test_initialized_fails_when_the_api_never_answers(m):
     m["kubeadm.api_ready"].return_value = False
     ret = states.initialized("/k/c.yaml", timeout=5)
     assert ret["result"] is False and "does not answer" in ret["comment"]
+    assert ret["changes"] == {"control_plane": {"old": None,
+                                                "new": "kubeadm init ran, not seen initialized"}}
+
+
+def test_an_init_that_fails_after_the_reset_reports_the_reset(m, tmp_path, state_dir):
+    config = tmp_path / "c.yaml"
+    config.write_text("x")
+    state_dir.mkdir()
+    (state_dir / "kubeadm-init.json").write_text(json.dumps({"started": 1}))
+    m["kubeadm.init_status"].return_value = TIMED_OUT
+    m["kubeadm.init"].side_effect = CommandExecutionError("[ERROR Port-6443]: Port 6443 is in use")
+    ret = states.initialized(str(config), timeout=5)
+    assert ret["result"] is False and "Port 6443 is in use" in ret["comment"], ret
+    m["kubeadm.reset"].assert_called_once_with()
+    assert ret["changes"] == {"control_plane": {"old": f"half-initialized: {TIMED_OUT['reason']}",
+                                                "new": "reset (kubeadm reset -f)"}}
 
 
 @pytest.mark.parametrize("half", [
@@ -378,30 +398,28 @@ def test_credentials_revoked(m, state_dir, test_mode):
     worker = issued(state_dir, token_id="abcdef")
     cp = issued(state_dir, node=CP2, role="control_plane", token_id="cp2tok", key=KEY)
     kept = issued(state_dir, node="k8s-worker-2.example.com", token_id="w2tokn")
-    legacy = state_dir / "join.json"
-    legacy.write_text(json.dumps({"token": "initkn.0123456789abcdef", "token_id": "initkn"}))
     m["kubeadm.init_status"].return_value = INITIALIZED
     own = "kos: node join k8s-"
     m["kubeadm.token_list"].return_value = [
         tok("abcdef", time.time() + 1500, own + "worker-1"),
         tok("cp2tok", time.time() + 1500, own + "cp-2"),
         tok("w2tokn", time.time() + 1500, own + "worker-2"),
-        tok("initkn", time.time() + 300),  # kubeadm init's own, and earlier versions' token
+        tok("initkn", time.time() + 300),  # kubeadm init's own token
         tok("q1w2e3", time.time() + 6000, PROXY), tok("other1", None, "someone else's"),
     ]
     ret = states.join_credentials_absent("creds", nodes=[ME, CP2])
     expect_applied(ret, test_mode)
     no_secrets(ret)
-    assert ret["changes"]["credentials"]["old"] == [CP2, ME, "(shared)"]
+    assert ret["changes"]["credentials"]["old"] == [CP2, ME]
     assert ret["changes"]["tokens"] == {"old": 4, "new": 0}
     assert kept.exists()
     if test_mode:
         m["kubeadm.token_delete"].assert_not_called()
-        assert worker.exists() and cp.exists() and legacy.exists()
+        assert worker.exists() and cp.exists()
         return
     deleted = [c.args[0] for c in m["kubeadm.token_delete"].call_args_list]
     assert deleted == ["abcdef", "cp2tok", "initkn", "q1w2e3"]
-    assert not worker.exists() and not cp.exists() and not legacy.exists()
+    assert not worker.exists() and not cp.exists()
     assert sorted(c.args[0] for c in m["mine.delete"].call_args_list) == [
         f"kos_join_{CP2}", f"kos_join_{ME}"]
 
@@ -512,6 +530,56 @@ def test_a_member_whose_api_does_not_answer_is_never_reset(m, tmp_path, test_mod
                                                  "the API does not answer (EOF)")
     ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", kube_dir=str(kube))
     assert ret["result"] is False and "EOF" in ret["comment"], ret
+    m["kubeadm.reset"].assert_not_called()
+    m["kubeadm.join"].assert_not_called()
+
+
+def test_a_join_that_fails_after_the_reset_reports_the_reset(m):
+    """The node lost its cluster files: a failed state that says "no changes" hides that."""
+    m["kubeadm.join_status"].return_value = ETCD_STEP_FAILED
+    m["kubeadm.join"].side_effect = CommandExecutionError("couldn't validate the identity of "
+                                                          "the API Server")
+    mine(m, role="control_plane")
+    ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane",
+                        node_name="k8s-cp-2")
+    assert ret["result"] is False and "identity of the API Server" in ret["comment"], ret
+    m["kubeadm.reset"].assert_called_once_with()
+    assert ret["changes"] == {"cluster": {"old": f"half-joined: {ETCD_STEP_FAILED['reason']}",
+                                          "new": "reset (kubeadm reset -f)"}}
+
+
+def test_a_join_that_never_shows_reports_that_it_ran(m):
+    m["kubeadm.join_status"].side_effect = [NOT_JOINED] + [ETCD_STEP_FAILED] * 5
+    mine(m, role="control_plane")
+    ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane",
+                        node_name="k8s-cp-2", timeout=0)
+    assert ret["result"] is False
+    assert ret["changes"] == {"cluster": {"old": None,
+                                          "new": "kubeadm join ran, not seen joined"}}
+
+
+def test_a_failure_before_anything_ran_reports_no_changes(m):
+    m["kubeadm.join_status"].return_value = ETCD_STEP_FAILED
+    mine(m, role="control_plane", key=False)
+    ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443", role="control_plane",
+                        node_name="k8s-cp-2")
+    assert ret["result"] is False and ret["changes"] == {}, ret
+    m["kubeadm.reset"].assert_not_called()
+
+
+def test_a_member_in_the_configured_directory_is_never_reset(m, tmp_path, test_mode):
+    """kubeadm:kube_dir set in the minion configuration, no kube_dir argument: the state
+    looked for kubelet.conf in /etc/kubernetes and reset the member."""
+    kube = tmp_path / "kube"
+    kube.mkdir()
+    (kube / "kubelet.conf").write_text("x")
+    m["config"]["kubeadm:kube_dir"] = str(kube)
+    m["kubeadm.join_status"].return_value = join(False, True, False,
+                                                 "the API does not answer (EOF)")
+    mine(m, role="worker")
+    ret = states.joined("k8s-cp-1", api_server_endpoint="127.0.0.1:7443")
+    assert ret["result"] is False and "never reset on a guess" in ret["comment"], ret
+    assert ret["changes"] == {}
     m["kubeadm.reset"].assert_not_called()
     m["kubeadm.join"].assert_not_called()
 
@@ -716,6 +784,13 @@ def test_reset(m, test_mode, state_dir):
     assert (state_dir / "kubeadm-init.json").exists() is test_mode
 
 
+def test_a_reset_that_leaves_files_reports_that_it_ran(m):
+    m["kubeadm.has_local_files"].return_value = True
+    ret = states.reset("k8s-worker-2")
+    assert ret["result"] is False and "still has its cluster files" in ret["comment"]
+    assert ret["changes"] == {"cluster": {"old": "member", "new": "kubeadm reset ran"}}
+
+
 def test_reset_nothing_to_do(m):
     m["kubeadm.has_local_files"].return_value = False
     ret = states.reset("k8s-worker-2")
@@ -869,6 +944,15 @@ def test_pod_network_routed_waits_for_the_nodes_cidr(m, kubelet_conf, monkeypatc
     m["kubeadm.sync_pod_network"].side_effect = CommandExecutionError("ip: RTNETLINK failed")
     ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
     assert ret["result"] is False and "RTNETLINK" in ret["comment"]
+
+
+def test_pod_network_routed_reads_the_configured_directory(m, kubelet_conf, test_mode):
+    m["config"]["kubeadm:kube_dir"] = str(kubelet_conf)
+    m["kubeadm.sync_pod_network"].return_value = {"pod_cidr": "10.244.0.0/24", "changes": {}}
+    ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16")
+    assert ret["result"] is True and "matches" in ret["comment"], ret
+    m["kubeadm.sync_pod_network"].assert_called_once_with(
+        "k8s-cp-1", "10.244.0.0/16", kube_dir=None, test=test_mode)
 
 
 def test_pod_network_routed_before_the_join(m, tmp_path, test_mode):

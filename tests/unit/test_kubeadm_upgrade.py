@@ -166,6 +166,9 @@ def m():
     config = {"kubeadm:kube_dir": "/etc/kubernetes"}
     mocks["config.get"] = create_autospec(salt.modules.config.get,
                                           side_effect=lambda k, d="": config.get(k, d))
+    mocks["kubeadm.get_kube_dir"] = create_autospec(
+        kubeadm.get_kube_dir, side_effect=lambda kube_dir=None: kube_dir or config.get(
+            "kubeadm:kube_dir"))
     return mocks
 
 

@@ -113,6 +113,47 @@ def test_status_on_a_worker(run_all):
     assert st["worker"] is True and microk8s.is_worker() and microk8s.is_clustered()
 
 
+# What a stopped control plane's datastore keeps (go-dqlite's YAML node store).
+CLUSTER_YAML = """- Address: 10.1.0.11:19001
+  ID: 3297041220608546238
+  Role: 0
+- Address: 10.1.0.12:19001
+  ID: 8129302942217543012
+  Role: 2
+"""
+
+
+def stopped_node(run_all, tmp_path, members=None):
+    run_all.return_value = result("microk8s is not running, try microk8s start\n")
+    backend = tmp_path / "var" / "kubernetes" / "backend"
+    backend.mkdir(parents=True)
+    if members is not None:
+        (backend / "cluster.yaml").write_text(members)
+    return str(tmp_path)
+
+
+def test_a_stopped_control_plane_is_judged_by_the_members_it_last_knew(run_all, tmp_path):
+    """`microk8s status` on a stopped node lists no member: that is no sign it is alone."""
+    snap_data = stopped_node(run_all, tmp_path, CLUSTER_YAML)
+    assert microk8s.status()["stopped"] is True
+    assert microk8s.cluster_members(snap_data) == [
+        {"address": "10.1.0.11:19001", "role": "voter"},
+        {"address": "10.1.0.12:19001", "role": "spare"}]
+    assert microk8s.is_clustered(snap_data) is True
+
+
+def test_a_stopped_node_alone_is_not_clustered(run_all, tmp_path):
+    snap_data = stopped_node(run_all, tmp_path, CLUSTER_YAML.split("- Address: 10.1.0.12")[0])
+    assert microk8s.is_clustered(snap_data) is False
+
+
+@pytest.mark.parametrize("members", [None, "", "not: a list\n"], ids=["missing", "empty", "other"])
+def test_a_stopped_node_whose_members_cannot_be_read_cannot_tell(run_all, tmp_path, members):
+    snap_data = stopped_node(run_all, tmp_path, members)
+    with pytest.raises(CommandExecutionError, match=r"cannot be told: start it \(microk8s start\)"):
+        microk8s.is_clustered(snap_data)
+
+
 def test_status_wait_ready_with_timeout_zero_keeps_the_flag(run_all):
     run_all.return_value = result(FRESH_YAML)
     microk8s.status(wait_ready=True, timeout=0)

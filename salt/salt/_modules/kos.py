@@ -201,19 +201,27 @@ def _kubernetes(pillar):
             ret["fresh"] = False
             st = __salt__["microk8s.status"]()
             ret["initialised"] = bool(st["running"] or st["worker"])
-            ret["joined"] = ret["initialised"] and (first or __salt__["microk8s.is_clustered"]())
+            if st.get("stopped"):
+                # a stopped control plane may well be a member: never "not joined" on a guess
+                ret.update(joined=None, error="microk8s is stopped: whether it joined its "
+                                              "cluster cannot be told until it is started "
+                                              "(microk8s start)")
+            else:
+                ret["joined"] = ret["initialised"] and (
+                    first or __salt__["microk8s.is_clustered"]())
         elif distribution == "kubeadm" and "kubeadm.init_status" in __salt__:
             kubeadm = pillar.get("kubeadm") or {}
-            kube_dir = kubeadm.get("kube_dir")
+            # where kubeadm keeps its files is the execution module's to resolve
+            # (kubeadm:kube_dir, minion configuration first), as for the states that act on it
             if first:
-                done = __salt__["kubeadm.init_status"](kube_dir)["initialized"]
+                done = __salt__["kubeadm.init_status"]()["initialized"]
                 ret["initialised"] = ret["joined"] = bool(done)
             else:
                 external = ((kubeadm.get("etcd") or {}).get("external") or {}).get("endpoints")
                 # the node name kubeadm/map.jinja gives this host
                 st = __salt__["kubeadm.join_status"](
                     me.split(".")[0].lower(), control_plane=role == "control_plane",
-                    stacked_etcd=not external, kube_dir=kube_dir)
+                    stacked_etcd=not external)
                 ret["joined"] = bool(st["joined"])
             ret["fresh"] = not ret["joined"]
     except (CommandExecutionError, KeyError, TypeError) as exc:

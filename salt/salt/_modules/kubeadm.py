@@ -96,8 +96,24 @@ def __virtual__():
     )
 
 
-def _kube_dir(kube_dir=None):
+def get_kube_dir(kube_dir=None):
+    """
+    Return the directory kubeadm keeps this node's files in (``kubelet.conf``,
+    ``admin.conf``, ``manifests``, ``pki``): ``kube_dir`` when given, else the
+    ``kubeadm:kube_dir`` setting (minion configuration, grains, then pillar, as
+    ``config.get`` looks), else ``/etc/kubernetes``. Every function of this module and
+    the kubeadm states resolve it here.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kubeadm.get_kube_dir
+    """
     return kube_dir or __salt__["config.get"]("kubeadm:kube_dir", DEFAULT_KUBE_DIR)
+
+
+_kube_dir = get_kube_dir
 
 
 def _admin_conf(kubeconfig=None, kube_dir=None):

@@ -44,6 +44,14 @@ CERT_CHECK_LINES = {
 # A `dbctl backup` archive at or below this size holds no datastore: 1.27+ sometimes writes
 # ~200-byte archives of an empty directory (day-2 reference E.2.3, canonical/microk8s#4259).
 MIN_BACKUP_BYTES = 512
+# The dqlite members this control plane last knew, kept on its disk while it is stopped: the
+# node store microk8s hands the dqlite client (`dqlite -s file://.../backend/cluster.yaml` in
+# https://github.com/canonical/microk8s/blob/master/scripts/wrappers/common/utils.py,
+# get_dqlite_info), a YAML list of {ID, Address, Role} (NodeInfo in
+# https://github.com/canonical/go-dqlite/blob/v3/internal/protocol/store.go).
+DQLITE_MEMBERS = os.path.join("var", "kubernetes", "backend", "cluster.yaml")
+# go-dqlite's NodeRole values, named as `microk8s status` names them
+DQLITE_ROLES = {0: "voter", 1: "standby", 2: "spare"}
 
 
 def __virtual__():
@@ -151,11 +159,33 @@ def is_worker():
     return bool(status()["worker"])
 
 
-def cluster_members():
+def _stored_members(snap_data=None):
+    """The dqlite members a stopped control plane last knew, from its own disk."""
+    path = os.path.join(_snap_data(snap_data), DQLITE_MEMBERS)
+    cannot = (f"microk8s is stopped and {path} cannot be read, so whether this node is in a "
+              "cluster cannot be told: start it (microk8s start) first")
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            data = salt.utils.yaml.safe_load(fh)
+    except Exception as exc:  # pylint: disable=broad-except
+        raise CommandExecutionError(f"{cannot} ({exc})") from exc
+    if not isinstance(data, list) or not all(isinstance(m, dict) and m.get("Address")
+                                             for m in data):
+        raise CommandExecutionError(f"{cannot} (it holds no list of members)")
+    return [{"address": m["Address"], "role": DQLITE_ROLES.get(m.get("Role"), "unknown")}
+            for m in data]
+
+
+def cluster_members(snap_data=None):
     """
     Return the dqlite members this control-plane node knows (address and role).
 
-    A node that never joined or was never joined lists only itself.
+    A node that never joined or was never joined lists only itself. A stopped node
+    answers no status: the members are those it last knew, read from its datastore's
+    ``cluster.yaml``; when that cannot be read, it fails (start the node first).
+
+    snap_data
+        The snap's data directory (default ``/var/snap/microk8s/current``).
 
     CLI Example:
 
@@ -163,13 +193,20 @@ def cluster_members():
 
         salt '*' microk8s.cluster_members
     """
-    return status()["high_availability"]["nodes"]
+    st = status()
+    if st["stopped"]:
+        return _stored_members(snap_data)
+    return st["high_availability"]["nodes"]
 
 
-def is_clustered():
+def is_clustered(snap_data=None):
     """
     True when the node is part of a multi-node cluster: a worker that joined, or a
-    control-plane node whose datastore has other members.
+    control-plane node whose datastore has other members (a stopped one too: see
+    ``cluster_members``).
+
+    snap_data
+        The snap's data directory (default ``/var/snap/microk8s/current``).
 
     CLI Example:
 
@@ -177,8 +214,7 @@ def is_clustered():
 
         salt '*' microk8s.is_clustered
     """
-    st = status()
-    return bool(st["worker"]) or len(st["high_availability"]["nodes"]) > 1
+    return bool(status()["worker"]) or len(cluster_members(snap_data)) > 1
 
 
 def addons():

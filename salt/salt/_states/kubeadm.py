@@ -33,8 +33,8 @@ def _ret(name):
     return __utils__["kos_state.ret"](name)
 
 
-def _fail(ret, exc):
-    return __utils__["kos_state.fail"](ret, exc)
+def _fail(ret, exc, made=None):
+    return __utils__["kos_state.fail"](ret, exc, made)
 
 
 def _installed():
@@ -69,6 +69,11 @@ def _not_initialized(ret, what, status):
         return ret
     return _fail(ret, f"this node runs no initialized control plane ({status['reason']}): "
                       f"cannot {what}")
+
+
+def _kubelet_conf(kube_dir):
+    """The kubelet's kubeconfig, where the execution module looks for it."""
+    return os.path.join(__salt__["kubeadm.get_kube_dir"](kube_dir), "kubelet.conf")
 
 
 def _status(kube_dir):
@@ -117,6 +122,7 @@ def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=N
     if not _installed():
         return _missing(ret, "run kubeadm init")
     record = _state_file(INIT_RECORD, record)
+    made = None  # what ran before a failure
     try:
         status = _status(kube_dir)
         ours = _published(record) is not None
@@ -153,23 +159,25 @@ def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=N
         _write_json(record, {"started": int(time.time())})
         if redo:
             __salt__["kubeadm.reset"]()
+            made = {"control_plane": {"old": old, "new": "reset (kubeadm reset -f)"}}
         __salt__["kubeadm.init"](
             name, upload_certs=upload_certs, ignore_preflight_errors=ignore_preflight_errors,
             kube_dir=kube_dir,
         )
+        made = {"control_plane": {"old": old, "new": "kubeadm init ran, not seen initialized"}}
         if not _api_ready(timeout, kube_dir):
             return _fail(
                 ret, f"kubeadm init ran, but the API does not answer through the "
-                f"control-plane endpoint after {timeout}s",
+                f"control-plane endpoint after {timeout}s", made,
             )
         status = _status(kube_dir)
         if not status["initialized"]:
-            return _fail(ret, f"kubeadm init reported success but {status['reason']}")
+            return _fail(ret, f"kubeadm init reported success but {status['reason']}", made)
         _remove(record)
         ret["comment"] = (f"kubeadm reset and init done again ({old})" if redo
                           else "kubeadm init done")
     except (OSError, CommandExecutionError) as exc:
-        return _fail(ret, f"kubeadm init failed: {exc}")
+        return _fail(ret, f"kubeadm init failed: {exc}", made)
     return ret
 
 
@@ -348,9 +356,8 @@ def join_credentials_absent(name, nodes=None, description=DEFAULT_DESCRIPTION, k
     Ensure the join credentials of ``nodes`` are revoked on this first control plane:
     their bootstrap tokens and the token owning a control plane's ``kubeadm-certs``
     Secret are deleted (the Secret goes with it), the credential files removed and the
-    mine entries withdrawn. Shared credentials go too: the token ``kubeadm init`` made
-    (marked with ``description`` alone) and what earlier versions published (``join.json``,
-    ``join-control-plane.json``).
+    mine entries withdrawn. The shared token goes too: the one ``kubeadm init`` made
+    (marked with ``description`` alone).
 
     nodes
         Minion ids whose credentials go; None: every credential issued here and every
@@ -361,7 +368,6 @@ def join_credentials_absent(name, nodes=None, description=DEFAULT_DESCRIPTION, k
     issued = util["kos_state.credential_nodes"](__salt__)
     chosen = issued if nodes is None else [n for n in nodes if n in issued]
     docs = [(util["kos_state.credential_file"](__salt__, n), n) for n in chosen]
-    docs += [(p, None) for p in util["kos_state.legacy_credential_files"](__salt__)]
     if not _installed():
         if docs:
             return _missing(ret, "revoke the join credentials")
@@ -374,17 +380,15 @@ def join_credentials_absent(name, nodes=None, description=DEFAULT_DESCRIPTION, k
         for path, _ in docs:
             doc = _published(path) or {}
             doomed |= {doc.get("token_id"), doc.get("owner_token_id")} & set(listed)
-        # the shared tokens: kubeadm init's own and earlier versions' (each node's own
-        # carries its name after the description)
+        # the shared token, kubeadm init's own (each node's own carries its name after
+        # the description)
         doomed |= {i for i, t in listed.items() if t["description"] == description}
         if nodes is None:
             doomed |= {i for i, t in listed.items() if t["description"].startswith(description)}
         if not (docs or doomed):
             ret["comment"] = "no join credential left"
             return ret
-        ret["changes"] = {"credentials": {
-            "old": sorted(chosen) + (["(shared)"] if any(n is None for _, n in docs) else []),
-            "new": []}}
+        ret["changes"] = {"credentials": {"old": sorted(chosen), "new": []}}
         if doomed:
             ret["changes"]["tokens"] = {"old": len(doomed), "new": 0}
         if __opts__["test"]:
@@ -395,8 +399,7 @@ def join_credentials_absent(name, nodes=None, description=DEFAULT_DESCRIPTION, k
             __salt__["kubeadm.token_delete"](token_id)
         for path, node in docs:
             _remove(path)
-            if node is not None:
-                util["kos_state.withdraw_credential"](__salt__, node)
+            util["kos_state.withdraw_credential"](__salt__, node)
     except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"revoking the join credentials failed: {exc}")
     ret["comment"] = "join credentials revoked"
@@ -458,13 +461,14 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
         return __salt__["kubeadm.join_status"](node_name, control_plane=control_plane,
                                                stacked_etcd=stacked_etcd, kube_dir=kube_dir)
 
+    made = None  # what ran before a failure
     try:
         before = status()
         if before["joined"]:
             ret["comment"] = "this node has joined the cluster"
             return ret
-        kubelet_conf = os.path.join(kube_dir or "/etc/kubernetes", "kubelet.conf")
-        if before["started"] and not before["answers"] and os.path.exists(kubelet_conf):
+        if before["started"] and not before["answers"] and os.path.exists(
+                _kubelet_conf(kube_dir)):
             return _fail(ret, f"cannot tell whether this node has joined: {before['reason']}; "
                               "a member is never reset on a guess")
         redo = before["started"]
@@ -499,25 +503,28 @@ def joined(name, api_server_endpoint, role="worker", node_name=None, advertise_a
                 )
         if redo:
             __salt__["kubeadm.reset"]()
+            made = {"cluster": {"old": old, "new": "reset (kubeadm reset -f)"}}
         __salt__["kubeadm.join"](
             api_server_endpoint, info["token"], info["ca_cert_hash"],
             control_plane=control_plane, certificate_key=key, node_name=node_name,
             advertise_address=advertise_address, bind_port=bind_port, cri_socket=cri_socket,
             kubelet_extra_args=kubelet_extra_args, discovery_timeout=discovery_timeout,
         )
+        made = {"cluster": {"old": old, "new": "kubeadm join ran, not seen joined"}}
         deadline = time.time() + float(timeout)
         after = status()
         while not after["joined"] and time.time() < deadline:
             time.sleep(1)
             after = status()
         if not after["joined"]:
-            return _fail(ret, f"kubeadm join reported success but {after['reason']}")
+            return _fail(ret, f"kubeadm join reported success but {after['reason']}", made)
         if control_plane and not _api_ready(timeout, kube_dir):
-            return _fail(ret, f"joined, but the API does not answer after {timeout}s")
+            return _fail(ret, f"joined, but the API does not answer after {timeout}s",
+                         ret["changes"])
         ret["comment"] = (f"reset and joined the cluster of {name} as {role} again ({old})"
                           if redo else f"joined the cluster of {name} as {role}")
     except CommandExecutionError as exc:
-        return _fail(ret, f"kubeadm join failed: {exc}")
+        return _fail(ret, f"kubeadm join failed: {exc}", made)
     return ret
 
 
@@ -728,7 +735,8 @@ def reset(name, kube_dir=None, record=None):
             return ret
         __salt__["kubeadm.reset"]()
         if __salt__["kubeadm.has_local_files"](kube_dir):
-            return _fail(ret, "kubeadm reset ran but the node still has its cluster files")
+            return _fail(ret, "kubeadm reset ran but the node still has its cluster files",
+                         {"cluster": {"old": "member", "new": "kubeadm reset ran"}})
         _remove(record)
         ret["comment"] = f"{name} reset"
     except (OSError, CommandExecutionError) as exc:
@@ -837,7 +845,7 @@ def pod_network_routed(name, cluster_cidr, timeout=60, kube_dir=None):
     ret = _ret(name)
     if not _installed():
         return _missing(ret, f"set up the routed pod network of {name}")
-    kubelet_conf = os.path.join(kube_dir or "/etc/kubernetes", "kubelet.conf")
+    kubelet_conf = _kubelet_conf(kube_dir)
     if not os.path.exists(kubelet_conf):
         if __opts__["test"]:
             ret["result"] = None

@@ -5,6 +5,7 @@ packages moved to one version and held there, ``kubeadm upgrade apply``/``node``
 kubelet restarted on its new package, the node Ready on that version, uncordoned.
 """
 
+import os
 import time
 
 from salt.exceptions import CommandExecutionError
@@ -140,7 +141,7 @@ def upgraded(name, node, first=False, kubeconfig=None):
 
 
 def _kubelet_conf():
-    return __salt__["config.get"]("kubeadm:kube_dir", "/etc/kubernetes") + "/kubelet.conf"
+    return os.path.join(__salt__["kubeadm.get_kube_dir"](), "kubelet.conf")
 
 
 def _own_node(name):

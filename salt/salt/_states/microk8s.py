@@ -405,46 +405,41 @@ def join_credentials_absent(name, nodes=None, snap_data=None):
     """
     Ensure the join credentials of ``nodes`` are revoked on this first control plane: the
     token goes from the cluster agent, the credential file from disk, the mine entry
-    from the master. Also revokes the shared token earlier versions published
-    (``join.json``).
+    from the master.
 
     nodes
-        Minion ids whose credentials go; None: every credential issued here; ``[]``: only
-        the shared token of earlier versions.
+        Minion ids whose credentials go; None: every credential issued here.
     """
     ret = _ret(name)
     util = __utils__
     issued = util["kos_state.credential_nodes"](__salt__)
     nodes = issued if nodes is None else [n for n in nodes if n in issued]
-    legacy = util["kos_state.legacy_credential_files"](__salt__)
-    if not nodes and not legacy:
+    if not nodes:
         ret["comment"] = "no join credential left"
         return ret
-    ret["changes"] = {"credentials": {"old": sorted(nodes) + (["(shared)"] if legacy else []),
-                                      "new": []}}
+    ret["changes"] = {"credentials": {"old": sorted(nodes), "new": []}}
     if __opts__["test"]:
         ret["result"] = None
         ret["comment"] = "the join credentials would be revoked"
         return ret
     try:
-        docs = [(util["kos_state.credential_file"](__salt__, n), n) for n in nodes]
-        docs += [(p, None) for p in legacy]
-        for path, node in docs:
+        for node in nodes:
+            path = util["kos_state.credential_file"](__salt__, node)
             token = ((_published(path) or {}).get("connection") or "").split("/")[1:2]
             if token and _installed():
                 __salt__["microk8s.remove_token"](token[0], snap_data)
             util["kos_state.remove"](path)
-            if node is not None:
-                util["kos_state.withdraw_credential"](__salt__, node)
+            util["kos_state.withdraw_credential"](__salt__, node)
     except (OSError, CommandExecutionError) as exc:
         return _fail(ret, f"revoking the join credentials failed: {exc}")
     ret["comment"] = f"join credentials revoked: {', '.join(ret['changes']['credentials']['old'])}"
     return ret
 
 
-def _in_cluster(status):
-    """A worker that joined, or a control plane whose datastore has other members."""
-    return bool(status["worker"]) or len(status["high_availability"]["nodes"]) > 1
+def _in_cluster():
+    """A worker that joined, or a control plane whose datastore has other members: a stopped
+    one is judged by the members it last knew (``microk8s.is_clustered``), never as alone."""
+    return __salt__["microk8s.is_clustered"]()
 
 
 def cluster_joined(name, source, role="worker", mine_function=None, min_remaining=60):
@@ -479,7 +474,11 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
     me = __opts__["id"]
     mine_function = mine_function or __utils__["kos_state.mine_key"](me)
     try:
-        if _in_cluster(__salt__["microk8s.status"]()):
+        member = _in_cluster()
+    except CommandExecutionError as exc:
+        return _fail(ret, exc)
+    try:
+        if member:
             ret["comment"] = "already part of a cluster"
             return ret
         ret["changes"] = changes
@@ -492,7 +491,7 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
         if problem:
             return _fail(ret, problem)
         out = __salt__["microk8s.join"](info["connection"], worker=(role == "worker"))
-        if not _in_cluster(__salt__["microk8s.status"]()):
+        if not _in_cluster():
             ret["result"] = False
             ret["comment"] = f"microk8s join reported success but the node is alone: {out}"
             return ret
@@ -505,23 +504,31 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
 def cluster_left(name):
     """
     Ensure this node is in no cluster (``microk8s leave``): the way back before the
-    snap is removed. A node without the snap, or alone, has nothing to leave.
+    snap is removed. A node without the snap, or alone, has nothing to leave. A stopped
+    control plane that is still a member fails, in test mode too: ``microk8s leave`` runs
+    only on a running node (its wrapper exits when stopped: ``exit_if_stopped`` in
+    https://github.com/canonical/microk8s/blob/master/microk8s-resources/wrappers/microk8s-leave.wrapper),
+    so the node must be started first.
     """
     ret = _ret(name)
     if not _installed():
         ret["comment"] = "microk8s is not installed: no cluster to leave"
         return ret
     try:
-        if not _in_cluster(__salt__["microk8s.status"]()):
+        if not _in_cluster():
             ret["comment"] = "not part of a cluster"
             return ret
+        if __salt__["microk8s.status"]()["stopped"]:
+            return _fail(ret, "microk8s is stopped and this node is still a member of its "
+                              "cluster's datastore; microk8s leave needs it running: start it "
+                              "(microk8s start), then leave")
         ret["changes"] = {"cluster": {"old": "member", "new": "standalone"}}
         if __opts__["test"]:
             ret["result"] = None
             ret["comment"] = "would leave the cluster"
             return ret
         __salt__["microk8s.leave"]()
-        if _in_cluster(__salt__["microk8s.status"]()):
+        if _in_cluster():
             return _fail(ret, "microk8s leave ran but the node is still in a cluster")
         ret["comment"] = "left the cluster"
     except CommandExecutionError as exc:

@@ -16,10 +16,14 @@ def ret(name):
     return {"name": name, "result": True, "changes": {}, "comment": ""}
 
 
-def fail(ret, exc):
-    """``ret`` failed with ``exc``'s message; a failure reports no changes."""
+def fail(ret, exc, made=None):
+    """
+    ``ret`` failed with ``exc``'s message. It reports ``made``, what the state changed
+    before it failed (a ``kubeadm reset`` that ran), and nothing else: the changes it
+    meant to make did not happen.
+    """
     ret["result"] = False
-    ret["changes"] = {}
+    ret["changes"] = made or {}
     ret["comment"] = str(exc)
     return ret
 
@@ -91,15 +95,6 @@ def remove(path):
 # The first control plane keeps each credential it issued in <kos:state_dir>/join/<node>.json
 # (root only) and publishes it in the mine under kos_join_<node>, readable by that node only.
 JOIN_DIR = "join"
-# The shared token earlier versions published (join.json, and kubeadm's certificate key in
-# join-control-plane.json): revoked wherever it is still found.
-LEGACY_JOIN_FILES = ("join.json", "join-control-plane.json")
-
-
-def legacy_credential_files(salt):
-    """The files of the shared credential earlier versions published, where they exist."""
-    paths = [state_file(salt, name) for name in LEGACY_JOIN_FILES]
-    return [p for p in paths if os.path.exists(p)]
 
 
 def credential_file(salt, node):
