@@ -321,7 +321,7 @@ class Bench:
                 kos = pillar.get("kos", {})
                 first = kos.get("first_control_plane")
                 others = sorted(n for n in kos.get("nodes", {}) if n != first)
-                dist = kos.get("distribution") or "microk8s"
+                dist = kos["distribution"]  # Terraform's kubernetes_distribution
                 run_pillar = {"kos_orchestration": {"join_nodes": others},
                               dist: {"token": {"ttl": 14400}}}
                 for cmd in (["state.highstate"],

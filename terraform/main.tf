@@ -181,10 +181,6 @@ locals {
         admin_ip    = module.nodes.nodes[local.first_control_plane].admin_ip
       }
     }
-    # The same value under its older name, for pillar that still reads it (never set elsewhere).
-    kubernetes = {
-      distribution = var.kubernetes_distribution
-    }
     core = {
       users = [for user in var.users : { name = user.name, ssh_keys = user.ssh_keys, sudo = user.sudo }]
     }

@@ -2,9 +2,10 @@
 What differs between Kubernetes distributions, for ``kos status``, ``kos kubeconfig`` and the
 drain of ``kos down``: where the admin kubeconfig is on the first control plane, which Salt
 functions there read the node list, drain and delete a node, and the API port. The
-distribution in use is the pillar key ``kubernetes:distribution`` of the first control plane
-(an environment layer may override Terraform's choice). A new distribution is one more class
-here.
+distribution in use is ``kos:distribution``, which Terraform writes to the pillar from its
+``kubernetes_distribution`` variable, and nothing else; every reader goes through ``named``,
+which refuses a missing or unknown value rather than guess one. A new distribution is one
+more class here.
 
 The admin kubeconfig holds a client key: it is read over SSH (through the bastion, as the
 operator), never as a Salt return, which the master would keep in its job cache.
@@ -14,12 +15,18 @@ import yaml
 
 from .errors import ConvergeError
 
+# Where kos:distribution comes from, and how to set it, for every message about it.
+SOURCE = "Terraform writes it to the pillar from its kubernetes_distribution variable"
+FIX = "set kubernetes_distribution (microk8s or kubeadm) in the Terraform variables and run kos up"
+
 
 def planned(outputs):
-    """The distribution Terraform deploys (``kos:distribution`` in its ``salt_pillar``
-    output), known before any minion answers."""
+    """The name of the distribution Terraform deploys (``kos:distribution`` in its
+    ``salt_pillar`` output), known before any minion answers."""
     pillar = yaml.safe_load(outputs.get("salt_pillar") or "") or {}
-    return (pillar.get("kos") or {}).get("distribution")
+    kos = pillar.get("kos") if isinstance(pillar, dict) else None
+    value = kos.get("distribution") if isinstance(kos, dict) else None
+    return named(value, "Terraform's salt_pillar output").name
 
 
 def _one(master, node, fun, *args):
@@ -140,18 +147,22 @@ class Kubeadm(Distribution):
 DISTRIBUTIONS = {cls.name: cls() for cls in (MicroK8s, Kubeadm)}
 
 
+def named(name, where):
+    """The Distribution ``name`` (the value of ``kos:distribution`` read from ``where``); a
+    missing or unknown value is an error saying where it comes from: a default would treat a
+    kubeadm cluster as microk8s."""
+    found = DISTRIBUTIONS.get(name) if isinstance(name, str) else None
+    if found is None:
+        what = "is missing" if name in (None, "") else f"is {name!r}, not microk8s or kubeadm"
+        raise ConvergeError(f"kos:distribution {what} in {where} ({SOURCE})", fix=FIX)
+    return found
+
+
 def detect(master, first_control_plane):
+    """The Distribution the first control plane's pillar names."""
     # Salt 3008 masks pillar values in pillar.get's output unless asked not to.
-    ret = master.salt(
-        [first_control_plane], "pillar.get", "kubernetes:distribution", "microk8s", "unmask=True"
-    )
-    name = ret.get(first_control_plane)
-    if name not in DISTRIBUTIONS:
-        raise ConvergeError(
-            f"unknown or unreadable kubernetes:distribution on {first_control_plane}: {name!r}",
-            fix=f"set pillar kubernetes:distribution to one of {', '.join(DISTRIBUTIONS)}",
-        )
-    return DISTRIBUTIONS[name]
+    name = _one(master, first_control_plane, "pillar.get", "kos:distribution", "unmask=True")
+    return named(name, f"the pillar of {first_control_plane}")
 
 
 def rewrite_server(kubeconfig_text, server):

@@ -134,6 +134,7 @@ def outputs(lab, tmp_path_factory):
     }
     pillar = {
         "kos": {
+            "distribution": "microk8s",
             "cluster_name": "kosbt",
             "domain": DOMAIN,
             "deploy_user": "root",
@@ -148,7 +149,6 @@ def outputs(lab, tmp_path_factory):
             "first_control_plane": fqdn("k8s-cp-1"),
             "api": {"floating_ip": API_FIP, "admin_ip": None},
         },
-        "kubernetes": {"distribution": "microk8s"},
         "core": {"users": []},
     }
     doc = {

@@ -116,7 +116,6 @@ def on(node):
 def pillar_for(lab, **kubeadm):
     cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
     data = {
-        "kubernetes": {"distribution": "kubeadm"},
         "kos": {
             "distribution": "kubeadm",
             "cluster_name": "kos-fn",
@@ -476,12 +475,26 @@ def test_remove_orchestration_keeps_the_first_control_plane_and_changes_nothing(
 def test_upgrade_orchestration_refuses_bad_options_before_asking_a_minion(
         loaders, distribution, pillar, words):
     data = loaders.modules.state.show_sls("orch.upgrade", pillar={
-        **pillar, "kos": {"distribution": distribution},
-        "kubernetes": {"distribution": distribution}})
+        **pillar, "kos": {"distribution": distribution}})
     assert list(data) == ["kos-orch-upgrade-options"], data
     step = dict(kv for item in data["kos-orch-upgrade-options"]["test"]
                 if isinstance(item, dict) for kv in item.items())
     assert words in step["name"], step["name"]
+
+
+@pytest.mark.parametrize("orch", ["deploy", "certificates", "restore", "backup", "remove",
+                                  "upgrade"])
+@pytest.mark.parametrize("value, words", [
+    (None, "kos:distribution is not in the pillar"),
+    ("k3s", 'kos:distribution is "k3s", not microk8s or kubeadm'),
+])
+def test_an_orchestration_without_the_distribution_stops_saying_where_it_comes_from(
+        loaders, orch, value, words):
+    # No default: a kubeadm cluster run as microk8s would be worse than no run.
+    data = loaders.modules.state.show_sls(f"orch.{orch}", pillar={
+        "kos": {"distribution": value}})
+    assert isinstance(data, list) and len(data) == 1, data
+    assert words in data[0] and "set kubernetes_distribution to microk8s or kubeadm" in data[0]
 
 
 def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):

@@ -46,7 +46,6 @@ def nodes(tmp_path_factory):
 
 def pillar_for(node):
     return {
-        "kubernetes": {"distribution": "microk8s"},
         "kos": {
             "distribution": "microk8s",
             "cluster_name": "kos-mf",

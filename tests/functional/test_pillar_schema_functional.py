@@ -112,8 +112,7 @@ ROLES = ("control_plane", "kubernetes_node", "first_control_plane")
 def test_top_file_on_a_valid_pillar(with_pillar):
     assert top(with_pillar(example(ROLES))) == ["kos.validate", "core", "file_transfer",
                                                  "kos.converged", "microk8s.master"]
-    kubeadm = example(ROLES, kos__distribution="kubeadm", kubernetes__distribution="kubeadm",
-                      kubeadm__ccm__enabled=False)
+    kubeadm = example(ROLES, kos__distribution="kubeadm", kubeadm__ccm__enabled=False)
     assert top(with_pillar(kubeadm)) == [
         "kos.validate", "core", "file_transfer", "kos.converged", "kubeadm.master"]
 
@@ -125,8 +124,7 @@ def test_a_rebuilt_first_control_plane_joins_through_the_issuer_the_run_names(
     another joined control plane as kos_orchestration:issuer), that node takes the joined
     path with the issuer's credential; initialising it would start a second cluster."""
     cp2 = "k8s-cp-2.prod.example.com"
-    data = example(ROLES, kos__distribution=distribution,
-                   kubernetes__distribution=distribution, kubeadm__ccm__enabled=False)
+    data = example(ROLES, kos__distribution=distribution, kubeadm__ccm__enabled=False)
     data["kos"]["nodes"][cp2] = {"role": "control_plane", "ip": "10.1.0.12"}
     modules = with_pillar(data)
     assert top(modules)[-1] == f"{distribution}.master"
@@ -146,13 +144,15 @@ def test_a_rebuilt_first_control_plane_joins_through_the_issuer_the_run_names(
     "sections",
     [
         {"kos__distribution": "k3s"},
-        {"kubernetes__distribution": "k3s"},
+        {"kos__distribution": None},
+        {"kubernetes__distribution": "microk8s"},
         {"core": "hardened"},
         {"microk8s": ["dns"]},
         {"kos__nodes": "k8s-cp-1"},
         {"core__sshd__permit_root_login": "false"},
     ],
-    ids=["terraform-distribution", "distribution", "section-string", "section-list",
+    ids=["terraform-distribution", "distribution-missing", "retired-distribution-key",
+         "section-string", "section-list",
          "nodes-string", "sshd-quoted-false"],
 )
 def test_top_file_runs_only_the_validator_on_an_invalid_pillar(with_pillar, sections):

@@ -107,7 +107,6 @@ class Deployment:
                 "first_control_plane": self.fqdn("k8s-cp-1"),
                 "api": {"floating_ip": "203.0.113.10", "admin_ip": None},
             },
-            "kubernetes": {"distribution": self.distribution},
             "core": {"users": []},
         }
 

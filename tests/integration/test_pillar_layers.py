@@ -45,7 +45,7 @@ def test_later_layer_wins_and_missing_layers_are_skipped(salt_cli, minions, depl
         assert data["core"]["motd"] == "hostname layer\n"
         assert data["core_override_marker"] is True
         # the Terraform layer's distribution survives environments/defaults.sls
-        assert data["kubernetes"]["distribution"] == "microk8s"
+        assert data["kos"]["distribution"] == "microk8s"
         # the environment layer switched every core part but hosts off
         assert data["core"]["manage"]["hosts"] is True and data["core"]["manage"]["sshd"] is False
         # k8s-cp-1 has no minions/defaults/k8s-cp-1.sls: skipped, no pillar error

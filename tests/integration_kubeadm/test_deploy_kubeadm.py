@@ -1,5 +1,5 @@
 """
-orch.deploy with kubernetes:distribution kubeadm on a real master and real minions
+orch.deploy with kos:distribution kubeadm on a real master and real minions
 (salt master, two control planes, two workers), each in its own network namespace.
 The first control plane runs kubeadm init behind its local haproxy; the second joins
 after it, alone; the workers join together, through their own haproxy, each with the

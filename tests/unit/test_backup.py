@@ -362,6 +362,19 @@ def test_kos_backup_refused_by_the_master_leaves_nothing_here(tmp_path, key_file
     assert os.listdir(tmp_path / "b") == []
 
 
+@pytest.mark.parametrize("pillar", [{}, {"kubernetes": {"distribution": "kubeadm"}}])
+def test_kos_backup_without_kos_distribution_takes_none_and_says_where_it_comes_from(
+        tmp_path, key_file, pillar):
+    # a guessed distribution would back up the wrong datastore (or fail obscurely)
+    sent = backup_module(tmp_path, key_file)
+    kos_mod.__pillar__ = pillar
+    with pytest.raises(CommandExecutionError, match=r"pillar key 'kos:distribution' is not in "
+                       r"the pillar; set kubernetes_distribution \(microk8s or kubeadm\) in "
+                       r"the Terraform variables"):
+        kos_mod.backup(str(tmp_path / "b"))
+    assert sent == [] and not (tmp_path / "b").exists()
+
+
 def test_kos_backup_of_microk8s_takes_a_dbctl_backup(tmp_path, key_file):
     sent = backup_module(tmp_path, key_file, distribution="microk8s")
     done = kos_mod.backup(str(tmp_path / "b"))

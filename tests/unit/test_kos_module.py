@@ -135,7 +135,8 @@ def test_another_worker_is_news_for_hosts_only(pillar):
 def test_a_pillar_change_is_judged_on_the_answers_own_compile(m, pillar, monkeypatch):
     """A node that takes part, with the modules of this tree, says what is wrong with the
     pillar it compiled: no refresh and no validation job before the wave."""
-    pillar["kos"]["networks"] = {"public_cidr": "10.0.0.0/24", "private_cidr": "10.1.0.0/24"}
+    pillar["kos"]["networks"] = {"public_cidr": "10.0.0.0/24", "private_cidr": "10.1.0.0/24",
+                                 "pod_cidr": "10.244.0.0/16", "service_cidr": "10.96.0.0/12"}
     mod.record_converged(tree="t1")
     pillar["core"]["locale"] = "de_DE.UTF-8"
     need = mod.converge_need(tree="t1")

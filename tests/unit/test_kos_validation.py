@@ -19,6 +19,7 @@ WORKER = "k8s-worker-1.prod.example.com"
 
 GOOD = {
     "kos": {
+        "distribution": "microk8s",
         "domain": "prod.example.com",
         "networks": {"private_cidr": "10.1.0.0/16", "public_cidr": "10.0.0.0/16",
                      "pod_cidr": "10.244.0.0/16", "service_cidr": "10.96.0.0/12"},
@@ -33,7 +34,6 @@ GOOD = {
         "api": {"floating_ip": "203.0.113.10", "admin_ip": None},
         "orchestration": {"batch": None},
     },
-    "kubernetes": {"distribution": "microk8s"},
     "core": {"users": [{"name": "alice", "ssh_keys": ["ssh-ed25519 AAAAC3Nza alice@laptop"],
                         "sudo": True}],
              "nameservers": ["9.9.9.9"], "sshd": {"port": 22}},
@@ -77,8 +77,8 @@ def test_good_pillar_has_no_errors():
 # (path set, value, key the error names, words of the problem). The first block is the
 # issue's list of inputs that were silently accepted, misleading or a template traceback.
 BAD = [
-    pytest.param("kubernets", {"distribution": "kubeadm"}, "kubernets",
-                 "unknown key; did you mean 'kubernetes'?", id="misspelt-section"),
+    pytest.param("microk8", {"channel": "1.31/stable"}, "microk8",
+                 "unknown key; did you mean 'microk8s'?", id="misspelt-section"),
     pytest.param("microk8s:chanel", "1.31/stable", "microk8s:chanel",
                  "unknown key; did you mean 'channel'?", id="misspelt-key"),
     pytest.param("microk8s:adons", {"dns": True}, "microk8s:adons",
@@ -144,10 +144,17 @@ BAD = [
                  id="domain"),
     pytest.param("kos:domian", "prod.example.com", "kos:domian", "did you mean 'domain'?",
                  id="misspelt-required-key"),
-    pytest.param("kubernetes:distribution", "k3s", "kubernetes:distribution",
-                 "unknown distribution 'k3s'", id="distribution-unknown"),
     pytest.param("kos:distribution", "k3s", "kos:distribution", "unknown distribution 'k3s'",
                  id="terraform-distribution-unknown"),
+    pytest.param("kos:distribution", DELETE, "kos:distribution",
+                 "is missing; set kubernetes_distribution (microk8s or kubeadm) in the "
+                 "Terraform variables and apply (kos up): Terraform writes it to the pillar as "
+                 "kos:distribution", id="distribution-missing"),
+    pytest.param("kos:networks:pod_cidr", DELETE, "kos:networks:pod_cidr",
+                 "is missing; set pod_cidr in the Terraform variables", id="pod-cidr-missing"),
+    pytest.param("kos:networks:service_cidr", DELETE, "kos:networks:service_cidr",
+                 "is missing; set service_cidr in the Terraform variables",
+                 id="service-cidr-missing"),
     pytest.param(f"kos:nodes:{WORKER}:role", "master", f"kos:nodes:{WORKER}:role",
                  "unknown role 'master'", id="node-role"),
     pytest.param(f"kos:nodes:{WORKER}:ip", "192.168.1.4", f"kos:nodes:{WORKER}:ip",
@@ -259,17 +266,34 @@ def test_salts_own_pillar_keys_are_known():
     assert check(data) == []
 
 
-def test_distribution_differs_from_terraforms():
-    data = with_value("kos:distribution", "microk8s")
-    assert check(data) == []  # equal: no error
-    errors = check(with_value("kubernetes:distribution", "kubeadm", data))
-    assert errors == [
-        "pillar key 'kubernetes:distribution': 'kubeadm' differs from kos:distribution "
-        "'microk8s', which Terraform's kubernetes_distribution variable sets; set "
-        "kubernetes_distribution in the Terraform variables and remove the pillar override "
-        "kubernetes:distribution"]
-    # not known yet (no kos:distribution): the override decides
-    assert check(with_value("kubernetes:distribution", "kubeadm")) == []
+@pytest.mark.parametrize("value", ["microk8s", "kubeadm"])
+def test_the_retired_distribution_key_is_named_not_ignored(value):
+    # kubernetes:distribution was once read beside kos:distribution; equal or not, a
+    # pillar that still sets it is told to delete it.
+    assert check(with_value("kubernetes:distribution", value)) == [(
+        "pillar key 'kubernetes': is no longer read (kubernetes:distribution was the older "
+        "name of kos:distribution); delete it; the distribution is Terraform's "
+        "kubernetes_distribution alone, which Terraform writes to the pillar as "
+        "kos:distribution")]
+
+
+@pytest.mark.parametrize("pillar, words", [
+    ({}, "is not in the pillar"),
+    ({"kos": {"distribution": None}}, "is not in the pillar"),
+    ({"kubernetes": {"distribution": "kubeadm"}}, "is not in the pillar"),
+    ({"kos": {"distribution": "k3s"}}, "is 'k3s', not a distribution"),
+])
+def test_reading_the_distribution_never_defaults(pillar, words):
+    with pytest.raises(ValueError) as raised:
+        schema.distribution(pillar)
+    assert str(raised.value) == (
+        f"pillar key 'kos:distribution' {words}; set kubernetes_distribution (microk8s or "
+        "kubeadm) in the Terraform variables and apply (kos up): Terraform writes it to the "
+        "pillar as kos:distribution")
+
+
+def test_reading_the_distribution():
+    assert schema.distribution({"kos": {"distribution": "kubeadm"}}) == "kubeadm"
 
 
 def test_errors_are_collected_not_stopped_at_the_first():

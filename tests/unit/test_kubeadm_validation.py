@@ -11,7 +11,7 @@ CREDENTIALS = {"application_credential_id": "0123abcd", "application_credential_
 
 def pillar(roles, **kubeadm):
     data = copy.deepcopy(GOOD)
-    data["kubernetes"] = {"distribution": "kubeadm"}
+    data["kos"]["distribution"] = "kubeadm"
     data["kos"]["roles"] = roles
     data["kubeadm"] = {"ccm": {"auth_url": "https://keystone.example.com:5000/v3"}}
     for path, value in kubeadm.items():

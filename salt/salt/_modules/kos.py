@@ -176,9 +176,12 @@ def _inputs(pillar, tree=None):
 
 
 def _distribution(pillar):
-    """Terraform's kubernetes_distribution (kos:distribution), or the older override."""
-    return ((pillar.get("kos") or {}).get("distribution")
-            or (pillar.get("kubernetes") or {}).get("distribution") or "microk8s")
+    """kos:distribution, from Terraform's kubernetes_distribution; missing, an error naming
+    where it comes from (``kos_schema.distribution``), never a default."""
+    try:
+        return __utils__["kos_schema.distribution"](pillar)
+    except ValueError as exc:
+        raise CommandExecutionError(str(exc)) from exc
 
 
 def _kubernetes(pillar):

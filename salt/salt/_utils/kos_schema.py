@@ -22,6 +22,7 @@ as the user writes it in a pillar file.
 A new key: declare it in its section below (a format from FORMATS, or a new one there), a
 rule across keys with @rule; document it in pillar/pillar.example (a test holds the two
 equal) and, for a formula default, in its defaults.yaml (checked against this schema).
+A key kos stops reading: its declaration goes, and RETIRED names it with what replaced it.
 """
 
 import copy
@@ -41,6 +42,19 @@ NODE_ROLES = ("control_plane", "worker")
 DERIVED_ROLES = ("salt_master", "bastion", "control_plane", "worker", "first_control_plane",
                  "kubernetes_node")
 TERRAFORM_DISTRIBUTION = "kubernetes_distribution"
+# Where kos:distribution comes from, for every message about it.
+DISTRIBUTION_FIX = (f"set {TERRAFORM_DISTRIBUTION} ({' or '.join(DISTRIBUTIONS)}) in the "
+                    "Terraform variables and apply (kos up): Terraform writes it to the pillar "
+                    "as kos:distribution")
+# Keys kos once read and reads no more: a pillar that still sets one is told what replaced it
+# rather than having it silently ignored.
+RETIRED = {
+    ("kubernetes",): (
+        "is no longer read (kubernetes:distribution was the older name of kos:distribution)",
+        (f"delete it; the distribution is Terraform's {TERRAFORM_DISTRIBUTION} alone, which "
+         "Terraform writes to the pillar as kos:distribution"),
+    ),
+}
 
 # Addon names of the microk8s 1.31 track (core and community repositories).
 MICROK8S_ADDONS = tuple(sorted(set(
@@ -246,14 +260,16 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
     "domain": text("The deployment's DNS domain.", "dns-name", required=True),
     "deploy_user": text("SSH user of the image.", "login-name"),
     "distribution": choice("Kubernetes distribution, from Terraform's kubernetes_distribution.",
-                           DISTRIBUTIONS, title="distribution",
-                           fix=f"set {TERRAFORM_DISTRIBUTION} in the Terraform variables "
-                               f"({' or '.join(DISTRIBUTIONS)}) and apply"),
+                           DISTRIBUTIONS, title="distribution", required=True,
+                           fix=DISTRIBUTION_FIX),
     "networks": section("Networks.", {
         "public_cidr": text("Public network.", "cidr"),
         "private_cidr": text("Private network; node IPs are inside it.", "cidr", required=True),
-        "pod_cidr": text("Pod network; outside the other networks.", "cidr"),
-        "service_cidr": text("Service network; outside the other networks.", "cidr"),
+        "pod_cidr": text("Pod network; outside the other networks.", "cidr", required=True,
+                         fix="set pod_cidr in the Terraform variables and apply (kos up)"),
+        "service_cidr": text("Service network; outside the other networks.", "cidr",
+                             required=True, fix="set service_cidr in the Terraform variables "
+                                                "and apply (kos up)"),
     }, required=True),
     "salt_master": section("The salt master.", {
         "id": text("Minion id of the salt master.", "minion-id", required=True),
@@ -286,7 +302,7 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
     }),
     "roles": listing("Derived by kos/derived.sls; do not set by hand.",
                      choice("role", DERIVED_ROLES, title="role")),
-    "state_dir": path("Where a node keeps kos state (join.json, 0600)."),
+    "state_dir": path("Where a node keeps kos state (join/<node>.json, 0600)."),
     "certificates": section("The control planes' Kubernetes certificates.", {
         "warn_days": integer("An expiry closer than this is shown by kos status and fires the "
                              "event kos/certificates/expiring.", 1, 3650),
@@ -417,10 +433,6 @@ MICROK8S = section("The microk8s distribution.", {
     "snap_data": path("The snap's data directory."),
     "ready_timeout": seconds("Wait for the node to be ready", 1, 3600),
     "extra_sans": listing("More API certificate SANs.", text("SAN", "san")),
-    "networks": section("microk8s's own networks, used only where kos:networks lacks them.", {
-        "pod_cidr": text("Pod network.", "cidr"),
-        "service_cidr": text("Service network.", "cidr"),
-    }),
     "addons": s.DictItem(
         description="name: true|false, or {enabled: bool, args: [...]}.",
         title="addon",
@@ -540,10 +552,6 @@ PILLAR = s.DictItem(
     description="Every key kos reads; pillar/pillar.example shows each with its default.",
     properties={
         "kos": KOS,
-        "kubernetes": section("Distribution override (legacy).", {
-            "distribution": choice("Must equal kos:distribution when that is set.",
-                                   DISTRIBUTIONS, title="distribution"),
-        }),
         "core": CORE,
         "bastion": BASTION,
         "file_transfer": FILE_TRANSFER,
@@ -584,6 +592,22 @@ def schema():
 
 def formulas():
     return list(FORMULAS)
+
+
+def distribution(pillar):
+    """
+    The Kubernetes distribution of ``pillar``: kos:distribution, which Terraform writes from
+    its kubernetes_distribution variable, and nothing else (kos/map.jinja reads the same
+    key for the formulas and the orchestrations). Raises ValueError saying where the value
+    comes from when it is missing or unknown: a default would converge a kubeadm cluster
+    as microk8s.
+    """
+    kos = pillar.get("kos") if isinstance(pillar, Mapping) else None
+    name = kos.get("distribution") if isinstance(kos, Mapping) else None
+    if name not in DISTRIBUTIONS:
+        found = "is not in the pillar" if name is None else f"is {name!r}, not a distribution"
+        raise ValueError(f"pillar key 'kos:distribution' {found}; {DISTRIBUTION_FIX}")
+    return name
 
 
 # --- values in messages ------------------------------------------------------------------------
@@ -758,11 +782,15 @@ class _Walker:
                 self.unknown(node, name, where, missing)
         for key in missing:
             about = (properties[key].get("description") or "").rstrip(".")
-            self.error(where + (key,), "is missing", "set it" + (f" ({about})" if about else ""))
+            self.error(where + (key,), "is missing", properties[key].get("fix")
+                       or "set it" + (f" ({about})" if about else ""))
         if len(value) < node.get("minProperties", 0):
             self.error(where, "is empty", f"list at least one {node.get('title') or 'entry'}")
 
     def unknown(self, node, name, where, missing):
+        if where + (name,) in RETIRED:
+            self.error(where + (name,), *RETIRED[where + (name,)])
+            return
         properties = node.get("properties", {})
         title = node.get("title") or "key"
         close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.6)
@@ -924,17 +952,6 @@ def issuer_is_a_control_plane(view, error):
               "name a joined control plane (orch.deploy chooses one)")
 
 
-@rule("kos:distribution", "kubernetes:distribution")
-def distribution_is_terraforms(view, error):
-    terraform, override = view.given("kos:distribution"), view.given("kubernetes:distribution")
-    if terraform and override and terraform != override:
-        error("kubernetes:distribution",
-              f"{override!r} differs from kos:distribution {terraform!r}, which Terraform's "
-              f"{TERRAFORM_DISTRIBUTION} variable sets",
-              f"set {TERRAFORM_DISTRIBUTION} in the Terraform variables and remove the pillar "
-              "override kubernetes:distribution")
-
-
 def _ttl_above_min_remaining(view, error, section):
     token = view.merged(f"{section}:token") or {}
     ttl, low = token.get("ttl"), token.get("min_remaining")
@@ -1016,7 +1033,7 @@ def one_entry_per_path(view, error):
     _unique(view, error, "file_transfer:files", "path")
 
 
-@rule("kubeadm:ccm", "kos:roles", "kos:distribution", "kubernetes:distribution")
+@rule("kubeadm:ccm", "kos:roles", "kos:distribution")
 def ccm_credentials_on_control_planes(view, error):
     credentials = view.given("kubeadm:ccm:credentials")
     roles = view.given("kos:roles") or []
@@ -1032,7 +1049,7 @@ def ccm_credentials_on_control_planes(view, error):
         elif app and len(app) < 2 or password and len(password) < 2 or not (app or password):
             error("kubeadm:ccm:credentials", "is incomplete",
                   "set application_credential_id and application_credential_secret")
-    distribution = view.given("kos:distribution") or view.given("kubernetes:distribution")
+    distribution = view.given("kos:distribution")
     ccm = view.merged("kubeadm:ccm") or {}
     if distribution == "kubeadm" and ccm.get("enabled") and "control_plane" in roles:
         if not ccm.get("auth_url"):

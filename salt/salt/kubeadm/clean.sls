@@ -9,8 +9,6 @@ kubeadm-clean-file-absent-published:
   file.absent:
     - names:
       - {{ kubeadm.join_dir }}
-      - {{ kubeadm.join_file }}
-      - {{ kubeadm.control_plane_join_file }}
       # digests of the manifests kubeadm.manifest_applied applied
       - {{ kubeadm.applied_dir }}
     - require:

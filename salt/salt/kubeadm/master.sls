@@ -34,9 +34,7 @@ kubeadm-master-kubeadm-initialized:
       - sls: kubeadm.prepare
       - sls: kubeadm.haproxy
 
-# Shared credentials go: kubeadm init's own token, and the token for every node (join.json)
-# and the certificate key for every control plane (join-control-plane.json) that earlier
-# versions published.
+# kubeadm init's own token goes: every node joins with a token issued for it alone.
 kubeadm-master-kubeadm-join_credentials_absent-shared:
   kubeadm.join_credentials_absent:
     - name: shared join credentials

@@ -23,7 +23,6 @@ microk8s-clean-file-absent-published:
   file.absent:
     - names:
       - {{ microk8s.join_dir }}
-      - {{ microk8s.join_file }}
       - {{ microk8s.addons_record }}
     - require:
       - snap: microk8s-clean-snap-removed

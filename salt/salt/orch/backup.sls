@@ -8,7 +8,8 @@
 {%- from "orch/sync.jinja" import sync with context %}
 {%- from "salt_master/map.jinja" import salt_master with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
-{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
+{%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {%- set first = kos.get('first_control_plane') %}
 {%- set master_id = kos.get('salt_master', {}).get('id') %}
 {%- if not first or not master_id %}

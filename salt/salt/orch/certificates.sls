@@ -8,7 +8,8 @@
     a re-run renews only what is still due. #}
 {%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
-{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
+{%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {%- set nodes = kos.get('nodes', {}) %}
 {%- set first = kos.get('first_control_plane') %}
 {%- set others = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | reject('equalto', first) | list %}

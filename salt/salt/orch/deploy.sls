@@ -35,7 +35,8 @@
     <master>_master: it gets the Terraform layer, which carries the distribution, and no
     environment layer). No minion's cached pillar is read. #}
 {%- set kos = salt['pillar.get']('kos', {}) %}
-{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
+{%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {%- set nodes = kos.get('nodes', {}) %}
 {%- set first = kos.get('first_control_plane') %}
 {%- set master_id = kos.get('salt_master', {}).get('id') %}

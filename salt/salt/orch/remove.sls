@@ -26,7 +26,8 @@
     drain_timeout:  seconds a node's Pod evictions may take (default 300). #}
 {%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
-{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
+{%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {%- set nodes = kos.get('nodes', {}) %}
 {%- set first = kos.get('first_control_plane') %}
 {%- set remove = salt['pillar.get']('remove', []) %}

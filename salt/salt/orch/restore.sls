@@ -16,7 +16,8 @@
 {%- from "orch/sync.jinja" import sync with context %}
 {%- from "salt_master/map.jinja" import salt_master with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
-{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
+{%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {%- set nodes = kos.get('nodes', {}) %}
 {%- set control_planes = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | list %}
 {%- set dir = salt_master.backups.dir %}

@@ -27,7 +27,8 @@
 {%- import_yaml "microk8s/defaults.yaml" as microk8s_defaults %}
 {%- from "orch/sync.jinja" import sync with context %}
 {%- set kos = salt['pillar.get']('kos', {}) %}
-{%- set distribution = kos.get('distribution') or salt['pillar.get']('kubernetes:distribution', 'microk8s') %}
+{%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
+{%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {%- set nodes = kos.get('nodes', {}) %}
 {%- set first = kos.get('first_control_plane') %}
 {%- set others = nodes | dictsort | selectattr('1.role', 'equalto', 'control_plane') | map(attribute='0') | reject('equalto', first) | list %}
@@ -46,8 +47,6 @@
 {%- if package_version is not none and (package_version is not string or not (package_version | regex_match('^\\d+\\.\\d+\\.\\d+-\\S+$'))) %}
 {%- do problems.append("pillar key 'package_version' must be a Debian package version such as 1.32.1-1.1, got " ~ package_version | tojson) %}
 {%- endif %}
-{%- elif distribution != 'microk8s' %}
-{%- do problems.append("orch.upgrade moves microk8s and kubeadm clusters, not " ~ distribution | tojson) %}
 {%- elif version is not none and (version is not string or not (version | regex_match('^(\\d+\\.\\d+)(/(stable|candidate|beta|edge))?$'))) %}
 {%- do problems.append("pillar key 'version' must be a microk8s track such as 1.32 or a channel such as 1.32/stable, got " ~ version | tojson) %}
 {%- endif %}
