@@ -33,7 +33,9 @@ def fingerprint(*parts):
 
 
 def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # milliseconds: steps that start and end within one second still sort in the order they ran
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def holder(command=None):

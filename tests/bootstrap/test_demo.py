@@ -6,6 +6,7 @@ ran, and commands an operator can paste (the venv's `kos`, the example's variabl
 import json
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 from kos import demo, inputs, state
@@ -32,6 +33,15 @@ def test_phases_print_in_the_order_they_ran(tmp_path, monkeypatch):
     assert steps.get("terraform-init")["started"] == steps.get("terraform-apply")["started"]
     phases = [name for name, _ in demo._phases(steps.path)]
     assert phases == [name for name, _ in UP_STEPS]
+
+
+def test_steps_within_one_second_print_in_the_order_they_ran(tmp_path):
+    steps = state.StateDir(tmp_path, demo.CLUSTER).steps()
+    # names whose sorted order (steps.json's) is not the order they run in
+    order = ("terraform-init", "terraform-apply", "salt-keys", "orchestrate")
+    for name in order:
+        steps.run(name, "fp", name, lambda: time.sleep(0.005))
+    assert [name for name, _ in demo._phases(steps.path)] == list(order)
 
 
 def test_phases_follow_the_recorded_times(tmp_path):
