@@ -82,7 +82,8 @@ class MicroK8s(Distribution):
 
     def kubeconfig_file(self, master, node, formula_dir):
         # What `microk8s config` prints, but for the server's address, which kos replaces
-        # (CLI reference A.11); the command itself may not be on an SSH session's PATH.
+        # (https://microk8s.io/docs/command-reference#heading--microk8s-config); the command
+        # itself may not be on an SSH session's PATH.
         snap_data = _setting(master, node, formula_dir, "microk8s", "snap_data")
         return f"{snap_data}/credentials/client.config"
 
@@ -126,7 +127,7 @@ class Kubeadm(Distribution):
         return f"{_setting(master, node, formula_dir, 'kubeadm', 'kube_dir')}/admin.conf"
 
     def nodes(self, master, node):
-        found = _one(master, node, "kubeadm.nodes")
+        found = _one(master, node, "kos_kubectl.nodes")
         return {
             name: {
                 "ready": info.get("ready"),
@@ -138,10 +139,10 @@ class Kubeadm(Distribution):
         }
 
     def drain(self, master, node, name):
-        return _one(master, node, "kubeadm.drain", name, "timeout=120")
+        return _one(master, node, "kos_kubectl.drain", name, "timeout=120")
 
     def delete(self, master, node, name):
-        return _one(master, node, "kubeadm.delete_node", name, "ignore_not_found=True")
+        return _one(master, node, "kos_kubectl.delete_node", name, "ignore_not_found=True")
 
 
 DISTRIBUTIONS = {cls.name: cls() for cls in (MicroK8s, Kubeadm)}

@@ -105,7 +105,7 @@ def test_kubeadm_refuses_a_skipped_minor_and_a_downgrade_with_nothing_changed(cl
         pytest.skip("the microk8s refusals are the test above")
     assert cluster.up.returncode == 0, cluster.failed_up()
     first = first_control_plane(cluster)
-    before = salt(cluster, first, "kubeadm.nodes", timeout=60)
+    before = salt(cluster, first, "kos_kubectl.nodes", timeout=60)
     versions = {v["version"] for v in before.values()}
     assert len(versions) == 1, before
     minor = int(versions.pop().split(".")[1])
@@ -115,7 +115,7 @@ def test_kubeadm_refuses_a_skipped_minor_and_a_downgrade_with_nothing_changed(cl
     res = cluster.kos("upgrade", *cluster.args, "--version", f"v1.{minor - 1}.0", timeout=600)
     assert res.returncode == 6, res.stderr[-2000:]
     assert "kos does not downgrade" in res.stderr
-    assert salt(cluster, first, "kubeadm.nodes", timeout=60) == before
+    assert salt(cluster, first, "kos_kubectl.nodes", timeout=60) == before
 
 
 def test_upgrade_moves_one_node_at_a_time_in_order(microk8s):

@@ -55,7 +55,7 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
     gone, new, first = (f"{h}.{domain}" for h in ("k8s-worker-2", added, "k8s-cp-1"))
     if distribution == "kubeadm":
         cidrs_before = {n: v["pod_cidr"] for n, v in
-                        salt_json(cluster, "salt", first, "kubeadm.nodes")[first].items()}
+                        salt_json(cluster, "salt", first, "kos_kubectl.nodes")[first].items()}
     before = {i["hostname"]: i["private_ip"] for i in cluster.outputs()["minions"].values()}
     server = cluster.server("k8s-worker-2")
     machine = local_net.host_ns(cluster.name, server.id)
@@ -108,7 +108,7 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
 
         def routes_in_line():
             seen = {h: salt_json(cluster, "salt", f"{h}.{domain}",
-                                 "kubeadm.pod_routes").get(f"{h}.{domain}") for h in k8s}
+                                 "kos_podnet.pod_routes").get(f"{h}.{domain}") for h in k8s}
             wrong = {h: r for h, r in seen.items()
                      if r != {c: ip for c, ip in want.items() if c != nodes[h]["pod_cidr"]}}
             return not wrong, wrong

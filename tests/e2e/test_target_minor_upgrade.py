@@ -39,7 +39,7 @@ def target(real):
 def test_kubeadm_moves_to_the_next_minor_one_node_at_a_time(real, target):
     hosts = sorted(h for h in real.hostnames() if h.startswith("k8s-"))
     cps = [h for h in hosts if h.startswith("k8s-cp-")]
-    watcher = Watcher(real, "kubeadm.nodes", interval=1)
+    watcher = Watcher(real, "kos_kubectl.nodes", interval=1)
     watcher.start()
     try:
         res = real.kos("upgrade", *real.args, "--version", target, timeout=UPGRADE_TIMEOUT)
@@ -66,7 +66,7 @@ def test_kubeadm_moves_to_the_next_minor_one_node_at_a_time(real, target):
     assert not any(v["spec"].get("unschedulable") for v in nodes.values())
     ids = {i["hostname"]: mid for mid, i in real.outputs()["minions"].items()}
     for cp in cps:
-        facts = salt(real, ids[cp], "kubeadm.upgrade_facts")
+        facts = salt(real, ids[cp], "kos_upgrade.upgrade_facts")
         assert facts["control_plane_version"] == target, (cp, facts)
         assert facts["kubeadm"] == target and facts["pending"] is None, (cp, facts)
     status = json.loads(real.kos("status", *real.args, "--json", timeout=300).stdout)

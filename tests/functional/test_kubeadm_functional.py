@@ -1,6 +1,6 @@
 """
 The kubeadm execution and state modules through Salt's real loaders, against the
-kubeadm/kubectl stand-ins (tests/standins, held to the CLI reference part B), and
+kubeadm/kubectl stand-ins (tests/standins, held to what the real kubeadm and kubectl print), and
 the formula's templates rendered from pillar the way a minion renders them.
 
 Each simulated node has its own stand-in root and loopback address; the stand-in
@@ -549,9 +549,9 @@ def test_ca_hash_agrees_with_kubeadm(loaders, initialized, lab):
 def test_certificates_are_what_the_files_say(loaders, initialized, lab):
     cp = lab["k8s-cp-1"]
     with on(cp):
-        found = loaders.modules.kubeadm.certificates()
+        found = loaders.modules.kos_certs.certificates()
     certs, cas = found["certificates"], found["authorities"]
-    # where init ran, every leaf of D.6.1 exists, super-admin.conf included
+    # where init ran, every leaf check-expiration lists exists, super-admin.conf included
     assert sorted(certs) == sorted([
         "admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client",
         "controller-manager.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server",
@@ -653,7 +653,7 @@ def test_worker_joins_with_the_published_credentials(published, loaders, lab):
     assert "This node has joined the cluster" in out and doc["token"] not in out
     assert "--cloud-provider=external" in (worker.root / "var/lib/kubelet/kubeadm-flags.env").read_text()
     with on(cp):
-        nodes = loaders.modules.kubeadm.nodes()
+        nodes = loaders.modules.kos_kubectl.nodes()
     assert set(nodes) == {"k8s-cp-1", "k8s-worker-1"}
     assert nodes["k8s-cp-1"]["roles"] == ["control-plane"]
 
@@ -688,7 +688,7 @@ def test_a_control_plane_join_that_failed_at_etcd_is_redone(published, loaders, 
     assert "runs no etcd member" in redone.comment
     assert again.result is True and again.changes == {}
     with on(cp):
-        assert loaders.modules.kubeadm.etcd_members() == ["k8s-cp-1", "k8s-cp-2"]
+        assert loaders.modules.kos_kubectl.etcd_members() == ["k8s-cp-1", "k8s-cp-2"]
     stop_apiserver(cp2.root)
 
 
@@ -752,7 +752,7 @@ def test_manifest_applied_then_unchanged(loaders, initialized, lab):
                                                          kubeconfig=admin)
         predicted_again = loaders.states.kubeadm.manifest_applied(
                 name=str(path), record=record, kubeconfig=admin, test=True)
-        assert loaders.modules.kubeadm.object_exists("DaemonSet", "kube-router",
+        assert loaders.modules.kos_kubectl.object_exists("DaemonSet", "kube-router",
                                                      namespace="kube-system", kubeconfig=admin)
     assert predicted.result is None and "DaemonSet/kube-router" in json.dumps(predicted.changes)
     assert first.result is True and first.changes["objects"]["daemonset.apps/kube-router"] == \
@@ -773,7 +773,7 @@ def test_drain_reset_delete_a_worker(published, loaders, lab):
         reset_again = loaders.states.kubeadm.reset(name="k8s-worker-1", kube_dir=worker.kube_dir)
     with on(cp):
         deleted = loaders.states.kubeadm.node_absent(name="k8s-worker-1", kubeconfig=admin)
-        nodes = loaders.modules.kubeadm.nodes(kubeconfig=admin)
+        nodes = loaders.modules.kos_kubectl.nodes(kubeconfig=admin)
     assert drained.result is True and drained.changes, drained
     assert predicted.result is None, predicted
     assert reset.result is True and reset.changes, reset
@@ -826,7 +826,7 @@ def test_certificates_renewed_on_the_standin_then_nothing_to_do(loaders, initial
             name="c", force=True, restart_wait=0, kube_dir=cp.kube_dir)
         again = loaders.states.kubeadm.certificates_renewed(
             name="c", restart_wait=0, kube_dir=cp.kube_dir)
-        nodes = loaders.modules.kubeadm.nodes()
+        nodes = loaders.modules.kos_kubectl.nodes()
     assert predicted.result is None and predicted.changes["certificates"]["new"] == "renewed"
     assert ret.result is True, ret
     assert set(ret.changes["certificates"]["new"]) == set(ret.changes["certificates"]["old"])
@@ -853,7 +853,7 @@ def test_upgrade_in_test_mode_is_kubeadms_dry_run_and_changes_nothing(loaders, i
         with on(cp):
             ret = loaders.states.kubeadm_upgrade.upgraded(
                 name="v1.32.1", node="k8s-cp-1", first=True, kubeconfig=admin, test=True)
-            stored = loaders.modules.kubeadm.cluster_version(kubeconfig=admin)
+            stored = loaders.modules.kos_kubectl.cluster_version(kubeconfig=admin)
     finally:
         packages.unlink()
     assert ret.result is None, ret

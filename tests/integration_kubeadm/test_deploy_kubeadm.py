@@ -71,7 +71,7 @@ def issued(host_roots, minion):
 
 
 def nodes_seen_from(salt_cli, deployment, name="k8s-cp-1"):
-    ret = salt_cli.run("kubeadm.nodes", minion_tgt=deployment.fqdn(name))
+    ret = salt_cli.run("kos_kubectl.nodes", minion_tgt=deployment.fqdn(name))
     assert ret.returncode == 0, ret
     return ret.data
 
@@ -166,7 +166,7 @@ def test_pod_network_and_cloud_controller(deployed, salt_cli, deployment, host_r
     cp1 = deployment.fqdn("k8s-cp-1")
     for kind, name in (("DaemonSet", "kube-router"), ("ConfigMap", "kube-router-cfg"),
                        ("ClusterRoleBinding", "kos:cloud-controller-manager")):
-        ret = salt_cli.run("kubeadm.object_exists", kind, name, "namespace=kube-system",
+        ret = salt_cli.run("kos_kubectl.object_exists", kind, name, "namespace=kube-system",
                            minion_tgt=cp1)
         assert ret.data is True, (kind, name, ret)
     for name in K8S:

@@ -63,7 +63,7 @@ def standin_file(host_roots, name, file, default=None):
 
 
 def nodes(salt_cli, deployment, name="k8s-cp-1"):
-    ret = salt_cli.run("kubeadm.nodes", minion_tgt=deployment.fqdn(name))
+    ret = salt_cli.run("kos_kubectl.nodes", minion_tgt=deployment.fqdn(name))
     assert ret.returncode == 0, ret
     return ret.data
 
@@ -276,7 +276,7 @@ def test_every_node_runs_the_new_release_drained_and_uncordoned_once(
     for name in CONTROL_PLANES:
         manifests = root_of(host_roots, name) / "etc/kubernetes/manifests"
         assert f"kube-apiserver:{TARGET}" in (manifests / "kube-apiserver.yaml").read_text()
-    ret = salt_cli.run("kubeadm.cluster_version", minion_tgt=deployment.fqdn("k8s-cp-1"))
+    ret = salt_cli.run("kos_kubectl.cluster_version", minion_tgt=deployment.fqdn("k8s-cp-1"))
     assert ret.data == TARGET, ret
 
 

@@ -1,5 +1,5 @@
-"""Unit tests of datastore backups: sealing (_utils/kos_backup.py), the kubeadm module's etcd
-snapshot and restore steps (reference D.7), kos.backup and the master's filing state; and the
+"""Unit tests of datastore backups: sealing (_utils/kos_backup.py), the kos_etcd module's
+snapshot and restore steps, kos.backup and the master's filing state; and the
 etcd membership of a control plane that is gone (the same etcd tools)."""
 
 import json
@@ -15,7 +15,7 @@ from unittest.mock import create_autospec
 
 from tests.unit.conftest import load, utils
 
-kubeadm = load("modules", "kubeadm")
+kos_etcd = load("modules", "kos_etcd")
 kos_mod = load("modules", "kos")
 kos_state = load("states", "kos")
 IMAGE = "registry.k8s.io/etcd:3.5.15-0"
@@ -168,7 +168,7 @@ def configure_loader_modules(etcd, kube_dir, got):
         shutil.copyfile(got[source], dest)
         return dest
 
-    return {kubeadm: {"__utils__": utils(), "__context__": {},
+    return {kos_etcd: {"__utils__": utils(), "__context__": {},
                       "__salt__": {"cmd.run_all": run_all, "cp.get_file": get_file,
                                    "config.get": lambda key, default="": (
                                        str(kube_dir) if key == "kubeadm:kube_dir" else default)}}}
@@ -177,7 +177,7 @@ def configure_loader_modules(etcd, kube_dir, got):
 def test_a_snapshot_is_saved_with_the_members_own_certificate_from_its_own_image(
         tmp_path, kube_dir, etcd):
     pki = etcd_manifest(kube_dir)
-    taken = kubeadm.etcd_snapshot(str(tmp_path / "backups"))
+    taken = kos_etcd.etcd_snapshot(str(tmp_path / "backups"))
     mount, save, status, unmount = etcd.calls
     root = mount[6]
     assert mount == ["ctr", "-n", "k8s.io", "images", "mount", IMAGE, root]
@@ -197,13 +197,13 @@ def test_a_failed_save_says_why_and_unmounts_the_image(tmp_path, kube_dir, etcd)
     etcd_manifest(kube_dir)
     etcd.fail = "etcdctl"
     with pytest.raises(CommandExecutionError, match="context deadline exceeded"):
-        kubeadm.etcd_snapshot(str(tmp_path / "backups"))
+        kos_etcd.etcd_snapshot(str(tmp_path / "backups"))
     assert etcd.calls[-1][4:6] == ["unmount", "--rm"] and etcd.mounted is None
 
 
 def test_a_node_without_etcd_is_refused_by_name(tmp_path, kube_dir):
     with pytest.raises(CommandExecutionError, match="run on control planes with stacked etcd"):
-        kubeadm.etcd_snapshot(str(tmp_path / "backups"))
+        kos_etcd.etcd_snapshot(str(tmp_path / "backups"))
 
 
 # -- etcd members of a control plane that is gone ---------------------------------------------
@@ -222,11 +222,11 @@ def test_a_gone_control_planes_member_and_its_unstarted_one_are_removed_by_name_
                     member(0x91bc3c398fb3c146, "k8s-cp-2", "10.0.0.21"),
                     member(0xfd422379fda50e48, "k8s-cp-3", "10.0.0.22"),
                     member(0x2a4c6e1d9b7f3e05, None, "10.0.0.22")]
-    assert [m["id"] for m in kubeadm.etcd_member_list()] == [
+    assert [m["id"] for m in kos_etcd.etcd_member_list()] == [
         "8e9e05c52164694d", "91bc3c398fb3c146", "fd422379fda50e48", "2a4c6e1d9b7f3e05"]
-    removed = kubeadm.etcd_member_remove("k8s-cp-3", peer_url="https://10.0.0.22:2380")
+    removed = kos_etcd.etcd_member_remove("k8s-cp-3", peer_url="https://10.0.0.22:2380")
     assert [m["id"] for m in removed] == ["fd422379fda50e48", "2a4c6e1d9b7f3e05"]
-    assert [m["name"] for m in kubeadm.etcd_member_list()] == ["k8s-cp-1", "k8s-cp-2"]
+    assert [m["name"] for m in kos_etcd.etcd_member_list()] == ["k8s-cp-1", "k8s-cp-2"]
     root = etcd.calls[-1][6]
     remove = [c for c in etcd.calls if "remove" in c][0]
     assert remove[1:] == ["--endpoints=https://127.0.0.1:2379", f"--cacert={pki}/ca.crt",
@@ -235,7 +235,7 @@ def test_a_gone_control_planes_member_and_its_unstarted_one_are_removed_by_name_
     assert etcd.mounted is None and not os.path.exists(root)
     # gone already: nothing to remove, nothing asked of etcd but the list
     before = len(etcd.calls)
-    assert kubeadm.etcd_member_remove("k8s-cp-3", peer_url="https://10.0.0.22:2380") == []
+    assert kos_etcd.etcd_member_remove("k8s-cp-3", peer_url="https://10.0.0.22:2380") == []
     assert [c for c in etcd.calls[before:] if "remove" in c] == []
 
 
@@ -243,7 +243,7 @@ def test_a_control_plane_never_removes_its_own_member(kube_dir, etcd):
     etcd_manifest(kube_dir)  # this node's member is k8s-cp-2
     etcd.members = [member(1, "k8s-cp-2", "10.0.0.21")]
     with pytest.raises(CommandExecutionError, match="this node's own etcd member"):
-        kubeadm.etcd_member_remove("k8s-cp-2")
+        kos_etcd.etcd_member_remove("k8s-cp-2")
     assert etcd.calls == [] and len(etcd.members) == 1
 
 
@@ -262,7 +262,7 @@ def test_restore_stage_opens_the_masters_copy_beside_the_data_dir_and_leaves_etc
     (data.parent / "etcd.kos-restore" / "stale").write_text("x")
 
     members = "k8s-cp-1=https://10.0.0.20:2380,k8s-cp-2=https://10.0.0.21:2380"
-    staging = kubeadm.etcd_restore_stage("salt://b.kosbak", members, "kos-restore-b")
+    staging = kos_etcd.etcd_restore_stage("salt://b.kosbak", members, "kos-restore-b")
     restore = next(c for c in etcd.calls if "restore" in c)
     assert restore[1:3] == ["snapshot", "restore"]
     assert restore[4:] == ["--data-dir", staging, "--name", "k8s-cp-2", "--initial-cluster",
@@ -279,7 +279,7 @@ def test_restore_stage_opens_the_masters_copy_beside_the_data_dir_and_leaves_etc
 def test_restore_stage_of_a_backup_the_master_lacks(kube_dir, got):
     etcd_manifest(kube_dir)
     with pytest.raises(CommandExecutionError, match="serves no backup salt://gone.kosbak"):
-        kubeadm.etcd_restore_stage("salt://gone.kosbak", "a=https://1.2.3.4:2380", "t")
+        kos_etcd.etcd_restore_stage("salt://gone.kosbak", "a=https://1.2.3.4:2380", "t")
 
 
 def test_stop_swap_start_put_the_staged_data_in_place_once(kube_dir, monkeypatch):
@@ -291,33 +291,33 @@ def test_stop_swap_start_put_the_staged_data_in_place_once(kube_dir, monkeypatch
     (staging / "member").mkdir(parents=True)
     (staging / "member" / "new").write_text("new")
     listening = {2379: True, 6443: True}
-    monkeypatch.setattr(kubeadm, "_listening", lambda port: listening[port])
-    monkeypatch.setattr(kubeadm.time, "sleep", lambda s: listening.update({2379: False, 6443: False}))
+    monkeypatch.setattr(kos_etcd, "_listening", lambda port: listening[port])
+    monkeypatch.setattr(kos_etcd.time, "sleep", lambda s: listening.update({2379: False, 6443: False}))
 
     with pytest.raises(CommandExecutionError, match="stop it first"):
-        kubeadm.etcd_restore_swap()
-    assert kubeadm.control_plane_stopped(timeout=5) == ["kube-apiserver.yaml", "etcd.yaml"]
+        kos_etcd.etcd_restore_swap()
+    assert kos_etcd.control_plane_stopped(timeout=5) == ["kube-apiserver.yaml", "etcd.yaml"]
     assert sorted(os.listdir(kube_dir / "manifests")) == ["kube-scheduler.yaml"]
-    assert kubeadm.control_plane_stopped(timeout=5) == []
+    assert kos_etcd.control_plane_stopped(timeout=5) == []
 
-    kept = kubeadm.etcd_restore_swap()
+    kept = kos_etcd.etcd_restore_swap()
     assert (data / "member" / "new").read_text() == "new"
     assert (Path(kept) / "member" / "old").read_text() == "old"
-    assert kubeadm.etcd_restore_swap() is None  # done already
+    assert kos_etcd.etcd_restore_swap() is None  # done already
 
-    monkeypatch.setattr(kubeadm.time, "sleep", lambda s: listening.update({6443: True}))
-    assert kubeadm.control_plane_started(timeout=5) == ["etcd.yaml", "kube-apiserver.yaml"]
+    monkeypatch.setattr(kos_etcd.time, "sleep", lambda s: listening.update({6443: True}))
+    assert kos_etcd.control_plane_started(timeout=5) == ["etcd.yaml", "kube-apiserver.yaml"]
     assert sorted(os.listdir(kube_dir / "manifests")) == [
         "etcd.yaml", "kube-apiserver.yaml", "kube-scheduler.yaml"]
-    assert not (kube_dir / kubeadm.STOPPED_DIR).exists()
+    assert not (kube_dir / kos_etcd.STOPPED_DIR).exists()
 
 
 def test_an_api_server_that_does_not_stop_is_named(kube_dir, monkeypatch):
     etcd_manifest(kube_dir)
-    monkeypatch.setattr(kubeadm, "_listening", lambda port: port == 6443)
-    monkeypatch.setattr(kubeadm.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kos_etcd, "_listening", lambda port: port == 6443)
+    monkeypatch.setattr(kos_etcd.time, "sleep", lambda s: None)
     with pytest.raises(CommandExecutionError, match="still answers 0 s after"):
-        kubeadm.control_plane_stopped(timeout=0)
+        kos_etcd.control_plane_stopped(timeout=0)
 
 
 # -- kos.backup on the control plane, kos.backups_kept on the master -------------------------
@@ -337,7 +337,7 @@ def backup_module(tmp_path, key_file, distribution="kubeadm", pushed=True):
         sent.append(Path(path).read_bytes())
         return pushed
 
-    kos_mod.__salt__ = {"kubeadm.etcd_snapshot": snapshot, "cp.push": push,
+    kos_mod.__salt__ = {"kos_etcd.etcd_snapshot": snapshot, "cp.push": push,
                         "microk8s.backup": lambda directory: dict(
                             snapshot(directory), name="microk8s-k8s-cp-1-20261127T180000Z")}
     kos_mod.__utils__ = utils()

@@ -320,7 +320,7 @@ def test_certificates_of_a_control_plane_with_the_threshold(on_control_plane, pi
 
 def test_certificates_of_a_kubeadm_control_plane_leave_missing_files_out(on_control_plane, pillar):
     pillar["kos"]["distribution"] = "kubeadm"
-    on_control_plane["kubeadm.certificates"] = create_autospec(
+    on_control_plane["kos_certs.certificates"] = create_autospec(
         lambda kube_dir=None: None, return_value={
             "certificates": {"admin.conf": {"days": 364}, "apiserver": {"days": -2},
                              "super-admin.conf": None},

@@ -7,24 +7,27 @@ import os
 import subprocess
 
 import pytest
-import salt.modules.cmdmod
-import salt.modules.config
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 from salt.exceptions import CommandExecutionError
-from unittest.mock import create_autospec
 
-from tests.unit.conftest import load, utils
+from tests.unit import kubeadm_modules as loader
+from tests.unit.kubeadm_modules import MODULES, called_args, result
 
-kubeadm = load("modules", "kubeadm")
+# the fixtures: every kubeadm-side module on one loader, as a minion loads them
+run_all, kube_dir = loader.run_all, loader.kube_dir
+configure_loader_modules = loader.configure_loader_modules
+
+kubeadm = MODULES["kubeadm"]
 
 HINT = "To see the stack trace of this error execute with --v=5 or higher\n"
 TOKEN = "abcdef.0123456789abcdef"
 KEY = "a542b8308394773278da70ab0d11914f6e048fcd73524ecfef56b3633a39d3f1"
-# Reference B.4.2, rendered with kubeadm's tabwriter parameters.
+# `kubeadm token list` as kubeadm's tabwriter lays it out
+# (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/token.go).
 TOKEN_LIST = (
     "TOKEN                     TTL         EXPIRES                USAGES                   "
     "DESCRIPTION                                                EXTRA GROUPS\n"
@@ -41,32 +44,6 @@ TOKEN_LIST = (
 )
 
 
-def result(stdout="", retcode=0, stderr=""):
-    return {"stdout": stdout, "stderr": stderr, "retcode": retcode, "pid": 1}
-
-
-@pytest.fixture
-def run_all():
-    return create_autospec(salt.modules.cmdmod.run_all, return_value=result())
-
-
-@pytest.fixture
-def kube_dir(tmp_path):
-    return tmp_path / "etc" / "kubernetes"
-
-
-@pytest.fixture
-def configure_loader_modules(run_all, kube_dir):
-    config = {"kubeadm:kube_dir": str(kube_dir)}
-    config_get = create_autospec(
-        salt.modules.config.get, side_effect=lambda key, default="": config.get(key, default)
-    )
-    return {kubeadm: {"__utils__": utils(), "__salt__": {"cmd.run_all": run_all, "config.get": config_get},
-                      "__context__": {}}}
-
-
-def called_args(run_all):
-    return run_all.call_args.args[0]
 
 
 def assert_quiet(run_all):
@@ -143,7 +120,8 @@ def get_args(kind, name, namespace, kubeconfig):
 
 
 def test_init_status_is_the_api_and_the_objects_init_uploads_last(run_all, kube_dir):
-    """The manifests alone are what an init that timed out leaves behind (B.2.3)."""
+    """The manifests alone are what an init that timed out leaves behind (kubeadm init's
+    phase order, https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-init/#init-workflow)."""
     assert kubeadm.init_status() == {"initialized": False, "started": False, "answers": False,
                                      "reason": "kubeadm init has not run here (no kube-apiserver "
                                                "manifest)"}
@@ -172,7 +150,8 @@ def test_init_status_is_the_api_and_the_objects_init_uploads_last(run_all, kube_
 
 
 def test_join_status_of_a_control_plane_needs_its_etcd_member(run_all, kube_dir):
-    """kubelet.conf is written in kubelet-start, before the etcd member is added (B.6.2)."""
+    """kubelet.conf is written in kubelet-start, before the etcd member is added (the join phases
+    of https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/join.go)."""
     status = kubeadm.join_status("k8s-cp-2", control_plane=True)
     assert not status["joined"] and not status["started"]
     run_all.assert_not_called()
@@ -217,36 +196,6 @@ def test_has_local_files(kube_dir):
     (kube_dir / "manifests").mkdir(parents=True)
     (kube_dir / "manifests" / "kube-apiserver.yaml").write_text("x")
     assert kubeadm.has_local_files()
-
-
-def test_etcd_members_are_the_nodes_of_kubeadms_etcd_pods(run_all):
-    run_all.return_value = result(json.dumps({"items": [
-        {"metadata": {"name": "etcd-k8s-cp-1"}, "spec": {"nodeName": "k8s-cp-1"}},
-        {"metadata": {"name": "etcd-k8s-cp-2"}, "spec": {"nodeName": "k8s-cp-2"}}]}))
-    assert kubeadm.etcd_members(kubeconfig="/a.conf") == ["k8s-cp-1", "k8s-cp-2"]
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "get", "pods",
-                                    "--namespace", "kube-system", "-l",
-                                    "component=etcd,tier=control-plane", "-o", "json"]
-
-
-def test_evictable_pods_are_what_drain_evicts(run_all):
-    """DaemonSet Pods, static Pods' mirrors and finished Pods stay (reference D.5.2)."""
-    def pod(name, owner=None, mirror=False, phase="Running"):
-        meta = {"name": name, "namespace": "default"}
-        if owner:
-            meta["ownerReferences"] = [{"kind": owner, "name": "x"}]
-        if mirror:
-            meta["annotations"] = {"kubernetes.io/config.mirror": "abc"}
-        return {"metadata": meta, "status": {"phase": phase}}
-
-    run_all.return_value = result(json.dumps({"items": [
-        pod("web-1", "ReplicaSet"), pod("bare"), pod("kube-router-x", "DaemonSet"),
-        pod("kube-apiserver-k8s-cp-1", mirror=True), pod("job-1", "Job", phase="Succeeded")]}))
-    assert kubeadm.evictable_pods("k8s-worker-2", kubeconfig="/a.conf") == [
-        "default/bare", "default/web-1"]
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "get", "pods",
-                                    "--all-namespaces", "--field-selector",
-                                    "spec.nodeName=k8s-worker-2", "-o", "json"]
 
 
 def test_upload_certs_returns_the_last_line_quietly(run_all):
@@ -345,7 +294,7 @@ def _ca(tmp_path, key):
 
 
 def _openssl_hash(path):
-    """Reference B.5: the pkey recipe, right for RSA and ECDSA."""
+    """The ``openssl pkey`` recipe, right for RSA and ECDSA (``openssl rsa`` reads no ECDSA key)."""
     pub = subprocess.run(["openssl", "x509", "-in", str(path), "-noout", "-pubkey"],
                          check=True, capture_output=True).stdout
     der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub,
@@ -438,298 +387,3 @@ def test_reset_is_forced_and_never_waits_for_an_answer(run_all):
     assert called_args(run_all) == ["kubeadm", "reset", "--force", "--dry-run"]
 
 
-NODES = {"items": [
-    {"metadata": {"name": "k8s-cp-1", "labels": {"node-role.kubernetes.io/control-plane": ""}},
-     "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]},
-     "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.11"}],
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "nodeInfo": {"kubeletVersion": "v1.31.4"}}},
-    {"metadata": {"name": "k8s-worker-1", "labels": {}},
-     "spec": {"unschedulable": True},
-     "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.21"}],
-                "conditions": [{"type": "Ready", "status": "Unknown"}]}},
-]}
-
-
-def test_nodes_through_the_admin_kubeconfig(run_all, kube_dir):
-    run_all.return_value = result(json.dumps(NODES))
-    got = kubeadm.nodes()
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", str(kube_dir / "admin.conf"),
-                                    "get", "nodes", "-o", "json"]
-    assert got["k8s-cp-1"] == {"ready": True, "roles": ["control-plane"], "ip": "10.1.0.11",
-                               "unschedulable": False, "taints": NODES["items"][0]["spec"]["taints"],
-                               "version": "v1.31.4", "pod_cidr": None}
-    assert got["k8s-worker-1"]["ready"] is False and got["k8s-worker-1"]["unschedulable"] is True
-    # a node that has not reported its kubelet yet
-    assert got["k8s-worker-1"]["version"] is None
-
-
-def test_drain_delete_apply_arguments(run_all):
-    kubeadm.drain("k8s-worker-2", timeout=120, kubeconfig="/a.conf")
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "drain", "k8s-worker-2",
-                                    "--ignore-daemonsets", "--delete-emptydir-data", "--force",
-                                    "--timeout=120s"]
-    kubeadm.delete_node("k8s-worker-2", ignore_not_found=True, kubeconfig="/a.conf")
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "delete", "node",
-                                    "k8s-worker-2", "--ignore-not-found"]
-    run_all.return_value = result("configmap/kube-router-cfg created\n"
-                                  "daemonset.apps/kube-router unchanged\n"
-                                  "clusterrole.rbac.authorization.k8s.io/kube-router configured\n")
-    assert kubeadm.apply("/k/addons/kube-router.yaml", kubeconfig="/a.conf") == {
-        "configmap/kube-router-cfg": "created",
-        "daemonset.apps/kube-router": "unchanged",
-        "clusterrole.rbac.authorization.k8s.io/kube-router": "configured",
-    }
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "apply", "-f",
-                                    "/k/addons/kube-router.yaml"]
-
-
-def test_object_exists(run_all):
-    run_all.return_value = result("daemonset.apps/kube-router\n")
-    assert kubeadm.object_exists("DaemonSet", "kube-router", namespace="kube-system",
-                                 kubeconfig="/a.conf")
-    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "get", "DaemonSet",
-                                    "kube-router", "-o", "name", "--ignore-not-found",
-                                    "--namespace=kube-system"]
-    run_all.return_value = result("")
-    assert not kubeadm.object_exists("ClusterRole", "kube-router")
-
-
-def test_api_ready_polls_until_the_server_answers(run_all):
-    run_all.side_effect = [
-        result("", 1, "The connection to the server 127.0.0.1:7443 was refused\n"),
-        result(json.dumps({"clientVersion": {}, "serverVersion": {"gitVersion": "v1.31.4"}})),
-    ]
-    assert kubeadm.api_ready(timeout=5, interval=0) is True
-    assert run_all.call_count == 2
-    run_all.side_effect = None
-    run_all.return_value = result("", 1, "refused")
-    assert kubeadm.api_ready(timeout=0, interval=0) is False
-
-
-# Reference D.6.1: a joined control plane (super-admin.conf exists only where init ran).
-CHECK_EXPIRATION = (
-    '[check-expiration] Reading configuration from the "kubeadm-config" ConfigMap in namespace '
-    '"kube-system"...\n'
-    "[check-expiration] Use 'kubeadm init phase upload-config kubeadm --config your-config-file' "
-    "to re-upload it.\n\n"
-    "CERTIFICATE                  EXPIRES                  RESIDUAL TIME   CERTIFICATE AUTHORITY"
-    "   EXTERNALLY MANAGED\n"
-    "admin.conf                   Jan 23, 2027 10:41 UTC   364d            ca                  "
-    "    no      \n"
-    "apiserver                    Jan 02, 2026 09:00 UTC   <invalid>       ca                  "
-    "    no      \n"
-    "apiserver-etcd-client        Jan 23, 2027 10:41 UTC   364d            etcd-ca             "
-    "    no      \n"
-    "front-proxy-client           Jan 23, 2027 10:41 UTC   364d            front-proxy-ca      "
-    "    yes     \n"
-    "!MISSING! super-admin.conf                                                             "
-    "       \n"
-    "\n"
-    "CERTIFICATE AUTHORITY   EXPIRES                  RESIDUAL TIME   EXTERNALLY MANAGED\n"
-    "ca                      Jan 21, 2036 10:41 UTC   9y              no      \n"
-    "front-proxy-ca          Jan 21, 2036 10:41 UTC   9y              yes     \n"
-)
-
-
-def test_certificates_from_check_expiration(run_all, kube_dir, monkeypatch):
-    now = datetime.datetime(2026, 1, 24, 10, 41, tzinfo=datetime.timezone.utc).timestamp()
-    monkeypatch.setattr(kubeadm.time, "time", lambda: now)
-    run_all.return_value = result(CHECK_EXPIRATION)
-    found = kubeadm.certificates()
-    assert called_args(run_all) == [
-        "kubeadm", "certs", "check-expiration", "--cert-dir", str(kube_dir / "pki"),
-        "--kubeconfig", str(kube_dir / "admin.conf")]
-    certs, cas = found["certificates"], found["authorities"]
-    assert list(certs) == ["admin.conf", "apiserver", "apiserver-etcd-client",
-                           "front-proxy-client", "super-admin.conf"]
-    jan23 = datetime.datetime(2027, 1, 23, 10, 41, tzinfo=datetime.timezone.utc).timestamp()
-    assert certs["admin.conf"] == {"expires": jan23, "days": 364, "authority": "ca",
-                                   "externally_managed": False}
-    # expired: negative days, whatever the residual column says
-    assert certs["apiserver"]["days"] == -23
-    assert certs["apiserver-etcd-client"]["authority"] == "etcd-ca"
-    assert certs["front-proxy-client"]["externally_managed"] is True
-    assert certs["super-admin.conf"] is None
-    assert cas["ca"]["days"] == 3649 and "authority" not in cas["ca"]
-    assert cas["front-proxy-ca"]["externally_managed"] is True
-
-
-def test_certificates_refuses_an_unreadable_table(run_all):
-    run_all.return_value = result("CERTIFICATE   EXPIRES\nadmin.conf   soon\n\n"
-                                  "CERTIFICATE AUTHORITY   EXPIRES\n")
-    with pytest.raises(CommandExecutionError, match="unreadable kubeadm certs"):
-        kubeadm.certificates()
-    run_all.return_value = result("[check-expiration] Error reading configuration\n")
-    with pytest.raises(CommandExecutionError, match="printed no tables"):
-        kubeadm.certificates()
-
-
-def test_renew_certificates_returns_what_kubeadm_renewed(run_all, kube_dir):
-    run_all.return_value = result(
-        "[renew] Reading configuration from the \"kubeadm-config\" ConfigMap...\n\n"
-        "certificate for serving the Kubernetes API renewed\n"
-        "MISSING! certificate embedded in the kubeconfig file for the super-admin\n"
-        "Detected external etcd-ca, certificate for serving etcd can't be renewed\n\n"
-        "Done renewing certificates. You must restart the kube-apiserver, "
-        "kube-controller-manager, kube-scheduler and etcd, so that they can use the new "
-        "certificates.\n")
-    assert kubeadm.renew_certificates() == ["apiserver"]
-    assert called_args(run_all)[:4] == ["kubeadm", "certs", "renew", "all"]
-
-
-def test_restart_control_plane_puts_every_manifest_back(run_all, kube_dir):
-    manifests = kube_dir / "manifests"
-    manifests.mkdir(parents=True)
-    for name in ("etcd.yaml", "kube-apiserver.yaml"):
-        (manifests / name).write_text(name)
-    seen = []
-
-    def version(args, **kwargs):
-        seen.append(sorted(p.name for p in manifests.iterdir()))
-        return result('{"serverVersion": {"gitVersion": "v1.31.4"}}')
-
-    run_all.side_effect = version
-    assert kubeadm.restart_control_plane(wait=0, timeout=1) == ["etcd.yaml", "kube-apiserver.yaml"]
-    assert seen == [["etcd.yaml", "kube-apiserver.yaml"]]  # back before the API is asked
-    assert sorted(p.name for p in kube_dir.iterdir()) == ["manifests"]  # no leftover
-
-
-def test_restart_control_plane_fails_when_the_api_stays_away(run_all, kube_dir, monkeypatch):
-    (kube_dir / "manifests").mkdir(parents=True)
-    (kube_dir / "manifests" / "etcd.yaml").write_text("x")
-    run_all.return_value = result("", 1, "The connection to the server was refused\n")
-    monkeypatch.setattr(kubeadm.time, "sleep", lambda s: None)
-    with pytest.raises(CommandExecutionError, match="did not answer within 0 s"):
-        kubeadm.restart_control_plane(wait=0, timeout=0)
-    assert (kube_dir / "manifests" / "etcd.yaml").exists()
-
-
-# --- the routed pod network -----------------------------------------------------------------
-
-ROUTED_NODES = {"items": [
-    {"metadata": {"name": name, "labels": {}}, "spec": {"podCIDR": cidr} if cidr else {},
-     "status": {"addresses": [{"type": "InternalIP", "address": ip}], "conditions": []}}
-    for name, ip, cidr in (("k8s-cp-1", "10.1.0.11", "10.244.0.0/24"),
-                           ("k8s-worker-1", "10.1.0.21", "10.244.1.0/24"),
-                           ("k8s-worker-2", "10.1.0.22", "10.244.2.0/24"),
-                           # registered, no CIDR yet: no route to it
-                           ("k8s-worker-3", "10.1.0.23", None))
-]}
-
-
-def routed_cli(routes, egress_present):
-    """kubectl, ip and iptables as this node sees them; records what changes."""
-    def run(cmd, **kwargs):
-        if cmd[0] == "kubectl":
-            return result(json.dumps(ROUTED_NODES))
-        if cmd[:3] == ["ip", "-j", "route"]:
-            return result(json.dumps([{"dst": d, "gateway": g, "protocol": "149"}
-                                      for d, g in routes.items()]))
-        if cmd[:4] == ["iptables", "-t", "nat", "-C"]:
-            return result(retcode=0 if egress_present else 1)
-        return result()
-    return run
-
-
-@pytest.fixture
-def routed(run_all, kube_dir, tmp_path):
-    kube_dir.mkdir(parents=True)
-    (kube_dir / "kubelet.conf").write_text("apiVersion: v1\n")
-    return tmp_path / "net.d" / "10-kos-routed.conflist"
-
-
-def changing_calls(run_all):
-    return [c.args[0] for c in run_all.call_args_list
-            if c.args[0][0] in ("ip", "iptables") and c.args[0][1:3] not in (["-j", "route"],)
-            and "-C" not in c.args[0]]
-
-
-@pytest.mark.parametrize("test", [False, True], ids=["apply", "test"])
-def test_sync_pod_network_routes_every_other_node_and_drops_gone_ones(run_all, kube_dir, routed,
-                                                                      test):
-    # one route right, one via an old address, one to a node that is gone
-    run_all.side_effect = routed_cli({"10.244.1.0/24": "10.1.0.21",
-                                      "10.244.2.0/24": "10.1.0.99",
-                                      "10.244.9.0/24": "10.1.0.29"}, egress_present=False)
-    got = kubeadm.sync_pod_network("k8s-cp-1", "10.244.0.0/16", cni_conf=str(routed), test=test)
-    assert got["pod_cidr"] == "10.244.0.0/24"
-    # the kubelet's own credential reads the nodes
-    assert run_all.call_args_list[0].args[0][:3] == ["kubectl", "--kubeconfig",
-                                                     str(kube_dir / "kubelet.conf")]
-    assert got["changes"]["cni"] == {"old": None, "new": "10.244.0.0/24"}
-    assert got["changes"]["routes"]["new"] == {"10.244.1.0/24": "10.1.0.21",
-                                               "10.244.2.0/24": "10.1.0.22"}
-    assert got["changes"]["egress"]["old"] is None
-    if test:
-        assert changing_calls(run_all) == [] and not routed.exists()
-        return
-    assert changing_calls(run_all) == [
-        ["ip", "route", "replace", "10.244.2.0/24", "via", "10.1.0.22", "proto", "149"],
-        ["ip", "route", "del", "10.244.9.0/24", "proto", "149"],
-        ["iptables", "-t", "nat", "-A", "POSTROUTING", "-s", "10.244.0.0/16", "!", "-d",
-         "10.244.0.0/16", "-m", "comment", "--comment", "kos: pod egress", "-j", "MASQUERADE"],
-    ]
-    conf = json.loads(routed.read_text())
-    bridge = conf["plugins"][0]
-    assert bridge["type"] == "bridge" and bridge["ipMasq"] is False
-    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.0.0/24"}]]
-
-
-def test_sync_pod_network_in_line_changes_nothing(run_all, routed):
-    run_all.side_effect = routed_cli({"10.244.0.0/24": "10.1.0.11",
-                                      "10.244.2.0/24": "10.1.0.22"}, egress_present=True)
-    routed.parent.mkdir(parents=True)
-    routed.write_text(kubeadm._cni_conf("10.244.1.0/24"))
-    got = kubeadm.sync_pod_network("k8s-worker-1", "10.244.0.0/16", cni_conf=str(routed))
-    assert got == {"pod_cidr": "10.244.1.0/24", "changes": {}}
-    assert changing_calls(run_all) == []
-
-
-def test_sync_pod_network_needs_the_nodes_own_cidr_and_kubelet(run_all, kube_dir, routed):
-    run_all.side_effect = routed_cli({}, egress_present=True)
-    with pytest.raises(CommandExecutionError, match="no pod CIDR"):
-        kubeadm.sync_pod_network("k8s-worker-3", "10.244.0.0/16", cni_conf=str(routed))
-    (kube_dir / "kubelet.conf").unlink()
-    with pytest.raises(CommandExecutionError, match="has not joined"):
-        kubeadm.sync_pod_network("k8s-worker-1", "10.244.0.0/16", cni_conf=str(routed))
-
-
-# --- images without a registry --------------------------------------------------------------
-
-
-def _archive(path, members):
-    import io
-    import tarfile
-
-    with tarfile.open(path, "w") as tar:
-        for name, doc in members.items():
-            data = json.dumps(doc).encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return str(path)
-
-
-def test_archive_images_reads_docker_and_oci_archives(tmp_path):
-    docker = _archive(tmp_path / "a.tar", {"manifest.json": [
-        {"Config": "c.json", "RepoTags": ["registry.k8s.io/pause:3.10"], "Layers": []}]})
-    assert kubeadm.archive_images(docker) == ["registry.k8s.io/pause:3.10"]
-    oci = _archive(tmp_path / "b.tar", {"index.json": {"manifests": [
-        {"annotations": {"io.containerd.image.name": "registry.k8s.io/etcd:3.5.15-0"}},
-        {"annotations": {"org.opencontainers.image.ref.name": "example.com/x:1"}}]}})
-    assert kubeadm.archive_images(oci) == ["registry.k8s.io/etcd:3.5.15-0", "example.com/x:1"]
-    (tmp_path / "c.tar").write_text("not a tar")
-    with pytest.raises(CommandExecutionError, match="not an image archive"):
-        kubeadm.archive_images(str(tmp_path / "c.tar"))
-
-
-def test_images_and_their_import(run_all, tmp_path):
-    run_all.return_value = result("registry.k8s.io/pause:3.10\nsha256:" + "a" * 64 + "\n")
-    assert kubeadm.images() == ["registry.k8s.io/pause:3.10"]
-    assert called_args(run_all) == ["ctr", "-n", "k8s.io", "images", "list", "-q"]
-    docker = _archive(tmp_path / "a.tar", {"manifest.json": [
-        {"Config": "c.json", "RepoTags": ["registry.k8s.io/pause:3.10"], "Layers": []}]})
-    run_all.return_value = result()
-    assert kubeadm.import_images(docker) == ["registry.k8s.io/pause:3.10"]
-    assert called_args(run_all) == ["ctr", "-n", "k8s.io", "images", "import", docker]

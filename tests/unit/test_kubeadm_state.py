@@ -12,6 +12,8 @@ from salt.exceptions import CommandExecutionError
 from tests.unit.conftest import load, utils
 
 mod = load("modules", "kubeadm")
+MODULES = {name: load("modules", name) for name in (
+    "kubeadm", "kos_kubectl", "kos_certs", "kos_podnet", "kos_images", "kos_etcd")}
 states = load("states", "kubeadm")
 
 TOKEN = "abcdef.0123456789abcdef"
@@ -66,12 +68,15 @@ def m(state_dir):
              "etcd_members", "evictable_pods", "join", "reset", "drain", "delete_node", "apply",
              "object_exists", "images", "archive_images", "import_images", "sync_pod_network",
              "etcd_member_list", "etcd_member_remove"]
-    mocks = {f"kubeadm.{n}": create_autospec(getattr(mod, n)) for n in names}
-    mocks["kubeadm.api_ready"].return_value = True
+    mocks = {}
+    for n in names:
+        owner = next(name for name, module in MODULES.items() if hasattr(module, n))
+        mocks[f"{owner}.{n}"] = create_autospec(getattr(MODULES[owner], n))
+    mocks["kos_kubectl.api_ready"].return_value = True
     mocks["kubeadm.ca_cert_hash"].return_value = HASH
-    mocks["kubeadm.nodes"].return_value = {}
-    mocks["kubeadm.etcd_members"].return_value = []
-    mocks["kubeadm.evictable_pods"].return_value = []
+    mocks["kos_kubectl.nodes"].return_value = {}
+    mocks["kos_kubectl.etcd_members"].return_value = []
+    mocks["kos_kubectl.evictable_pods"].return_value = []
     mocks["kubeadm.token_list"].return_value = []
     mocks["kubeadm.init_status"].return_value = FRESH
     mocks["mine.get"] = create_autospec(salt.modules.mine.get, return_value={})
@@ -83,7 +88,7 @@ def m(state_dir):
     mocks["config"] = config
     mocks["kubeadm.get_kube_dir"] = create_autospec(
         mod.get_kube_dir, side_effect=lambda kube_dir=None: kube_dir or config.get(
-            "kubeadm:kube_dir", mod.DEFAULT_KUBE_DIR))
+            "kubeadm:kube_dir", "/etc/kubernetes"))
     return mocks
 
 
@@ -123,11 +128,11 @@ def test_initialized_runs_init_or_its_dry_run(m, test_mode, tmp_path, state_dir)
     if test_mode:
         m["kubeadm.init"].assert_called_once_with(str(config), dry_run=True,
                                                   ignore_preflight_errors=None, kube_dir=None)
-        m["kubeadm.api_ready"].assert_not_called()
+        m["kos_kubectl.api_ready"].assert_not_called()
     else:
         m["kubeadm.init"].assert_called_once_with(str(config), upload_certs=False,
                                                   ignore_preflight_errors=None, kube_dir=None)
-        m["kubeadm.api_ready"].assert_called_once_with(timeout=30)
+        m["kos_kubectl.api_ready"].assert_called_once_with(timeout=30)
         m["kubeadm.reset"].assert_not_called()
     # the note of an init under way is gone once it is seen finished
     assert not (state_dir / "kubeadm-init.json").exists()
@@ -155,7 +160,7 @@ def test_initialized_reports_preflight_failure_and_keeps_its_note(m, test_mode, 
 
 def test_initialized_fails_when_the_api_never_answers(m):
     m["kubeadm.init_status"].side_effect = [FRESH, INITIALIZED]
-    m["kubeadm.api_ready"].return_value = False
+    m["kos_kubectl.api_ready"].return_value = False
     ret = states.initialized("/k/c.yaml", timeout=5)
     assert ret["result"] is False and "does not answer" in ret["comment"]
     assert ret["changes"] == {"control_plane": {"old": None,
@@ -206,11 +211,11 @@ def test_a_control_plane_this_state_did_not_start_is_never_reset(m, test_mode, t
     config = tmp_path / "c.yaml"
     config.write_text("x")
     m["kubeadm.init_status"].return_value = TIMED_OUT
-    m["kubeadm.api_ready"].return_value = False
+    m["kos_kubectl.api_ready"].return_value = False
     ret = states.initialized(str(config), timeout=1)
     assert ret["result"] is False and "not reset" in ret["comment"], ret
     assert "127.0.0.1:7443 was refused" in ret["comment"]
-    m["kubeadm.api_ready"].assert_called_once_with(timeout=1)
+    m["kos_kubectl.api_ready"].assert_called_once_with(timeout=1)
     m["kubeadm.reset"].assert_not_called()
     m["kubeadm.init"].assert_not_called()
 
@@ -219,7 +224,7 @@ def test_a_slow_api_of_an_initialized_node_is_waited_for(m, tmp_path):
     m["kubeadm.init_status"].side_effect = [TIMED_OUT, INITIALIZED]
     ret = states.initialized(str(tmp_path / "c.yaml"), timeout=7)
     assert ret["result"] is True and ret["changes"] == {}
-    m["kubeadm.api_ready"].assert_called_once_with(timeout=7)
+    m["kos_kubectl.api_ready"].assert_called_once_with(timeout=7)
 
 
 # --- join_credential_present -----------------------------------------------------------------
@@ -482,7 +487,7 @@ def test_joined_worker(m, test_mode):
             "127.0.0.1:7443", TOKEN, HASH, control_plane=False, certificate_key=None,
             node_name="k8s-worker-1", advertise_address=None, bind_port=None, cri_socket=None,
             kubelet_extra_args=args, discovery_timeout=300)
-        m["kubeadm.api_ready"].assert_not_called()
+        m["kos_kubectl.api_ready"].assert_not_called()
         m["kubeadm.reset"].assert_not_called()
         assert [c.args for c in m["mine.get"].call_args_list] == [("k8s-cp-1", f"kos_join_{ME}")]
 
@@ -497,7 +502,7 @@ def test_joined_control_plane_uses_the_certificate_key(m):
     kwargs = m["kubeadm.join"].call_args.kwargs
     assert kwargs["control_plane"] is True and kwargs["certificate_key"] == KEY
     assert kwargs["advertise_address"] == "10.1.0.12"
-    m["kubeadm.api_ready"].assert_called_once_with(timeout=30)
+    m["kos_kubectl.api_ready"].assert_called_once_with(timeout=30)
     no_secrets(ret)
 
 
@@ -648,15 +653,15 @@ def test_manifest_applied(m, tmp_path, test_mode):
     path = tmp_path / "kube-router.yaml"
     path.write_text(MANIFEST)
     record = tmp_path / "applied" / "kube-router.yaml.sha256"
-    m["kubeadm.object_exists"].return_value = False
-    m["kubeadm.apply"].return_value = {"serviceaccount/kube-router": "created",
+    m["kos_kubectl.object_exists"].return_value = False
+    m["kos_kubectl.apply"].return_value = {"serviceaccount/kube-router": "created",
                                        "clusterrole.rbac.authorization.k8s.io/kube-router":
                                            "unchanged"}
     ret = states.manifest_applied(str(path), record=str(record), kubeconfig="/a.conf")
     expect_applied(ret, test_mode)
     if test_mode:
-        m["kubeadm.apply"].assert_not_called()
-        assert [c.args for c in m["kubeadm.object_exists"].call_args_list] == [
+        m["kos_kubectl.apply"].assert_not_called()
+        assert [c.args for c in m["kos_kubectl.object_exists"].call_args_list] == [
             ("ServiceAccount", "kube-router"), ("ClusterRole", "kube-router")]
         assert not record.exists()
     else:
@@ -671,8 +676,8 @@ def test_manifest_unchanged(m, tmp_path, test_mode):
     path.write_text(MANIFEST)
     record = tmp_path / "kube-router.yaml.sha256"
     record.write_text(hashlib.sha256(MANIFEST.encode()).hexdigest())
-    m["kubeadm.object_exists"].return_value = True
-    m["kubeadm.apply"].return_value = {"serviceaccount/kube-router": "unchanged"}
+    m["kos_kubectl.object_exists"].return_value = True
+    m["kos_kubectl.apply"].return_value = {"serviceaccount/kube-router": "unchanged"}
     ret = states.manifest_applied(str(path), record=str(record))
     assert ret["result"] is True and ret["changes"] == {}, ret
 
@@ -681,7 +686,7 @@ def test_manifest_predicted_while_the_cluster_does_not_answer(m, tmp_path):
     states.__opts__["test"] = True
     path = tmp_path / "x.yaml"
     path.write_text(MANIFEST)
-    m["kubeadm.object_exists"].side_effect = CommandExecutionError(
+    m["kos_kubectl.object_exists"].side_effect = CommandExecutionError(
         "error: stat /etc/kubernetes/admin.conf: no such file or directory")
     ret = states.manifest_applied(str(path), record=str(tmp_path / "r"))
     assert ret["result"] is None and "would be applied" in ret["comment"]
@@ -690,7 +695,7 @@ def test_manifest_predicted_while_the_cluster_does_not_answer(m, tmp_path):
 def test_manifest_apply_failure(m, tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text(MANIFEST)
-    m["kubeadm.apply"].side_effect = CommandExecutionError("The connection to the server was refused")
+    m["kos_kubectl.apply"].side_effect = CommandExecutionError("The connection to the server was refused")
     ret = states.manifest_applied(str(path), record=str(tmp_path / "r"))
     assert ret["result"] is False and "refused" in ret["comment"]
 
@@ -698,56 +703,56 @@ def test_manifest_apply_failure(m, tmp_path):
 # --- node_drained / node_absent / reset ------------------------------------------------------
 
 def test_node_drained(m, test_mode):
-    m["kubeadm.nodes"].side_effect = [{"w2": {"unschedulable": False}},
+    m["kos_kubectl.nodes"].side_effect = [{"w2": {"unschedulable": False}},
                                       {"w2": {"unschedulable": True}}]
-    m["kubeadm.evictable_pods"].side_effect = [["default/web-1"], []]
+    m["kos_kubectl.evictable_pods"].side_effect = [["default/web-1"], []]
     ret = states.node_drained("w2", timeout=60, kubeconfig="/a.conf")
     expect_applied(ret, test_mode)
     assert ret["changes"]["drained"]["old"] == {"schedulable": True, "pods": ["default/web-1"]}
     if test_mode:
-        m["kubeadm.drain"].assert_not_called()
+        m["kos_kubectl.drain"].assert_not_called()
     else:
-        m["kubeadm.drain"].assert_called_once_with("w2", timeout=60, kubeconfig="/a.conf")
+        m["kos_kubectl.drain"].assert_called_once_with("w2", timeout=60, kubeconfig="/a.conf")
 
 
 def test_a_cordoned_node_with_pods_left_is_drained_again(m, test_mode):
     """A drain that timed out leaves the node cordoned: that is not drained."""
-    m["kubeadm.nodes"].return_value = {"w2": {"unschedulable": True}}
-    m["kubeadm.evictable_pods"].side_effect = [["default/redis-1"], []]
+    m["kos_kubectl.nodes"].return_value = {"w2": {"unschedulable": True}}
+    m["kos_kubectl.evictable_pods"].side_effect = [["default/redis-1"], []]
     ret = states.node_drained("w2", timeout=60)
     expect_applied(ret, test_mode)
-    assert m["kubeadm.drain"].called is (not test_mode)
+    assert m["kos_kubectl.drain"].called is (not test_mode)
 
 
 def test_a_drain_that_leaves_pods_fails(m):
-    m["kubeadm.nodes"].return_value = {"w2": {"unschedulable": True}}
-    m["kubeadm.evictable_pods"].return_value = ["default/redis-1"]
+    m["kos_kubectl.nodes"].return_value = {"w2": {"unschedulable": True}}
+    m["kos_kubectl.evictable_pods"].return_value = ["default/redis-1"]
     ret = states.node_drained("w2", timeout=60)
     assert ret["result"] is False and "default/redis-1" in ret["comment"]
 
 
 @pytest.mark.parametrize("nodes", [{}, {"w2": {"unschedulable": True}}], ids=["gone", "drained"])
 def test_node_drained_nothing_to_do(m, nodes):
-    m["kubeadm.nodes"].return_value = nodes
+    m["kos_kubectl.nodes"].return_value = nodes
     ret = states.node_drained("w2")
     assert ret["result"] is True and ret["changes"] == {}
 
 
 def test_node_absent(m, test_mode):
-    m["kubeadm.nodes"].side_effect = [{"w2": {}}, {}]
+    m["kos_kubectl.nodes"].side_effect = [{"w2": {}}, {}]
     ret = states.node_absent("w2", kubeconfig="/a.conf")
     expect_applied(ret, test_mode)
-    assert m["kubeadm.delete_node"].called is (not test_mode)
+    assert m["kos_kubectl.delete_node"].called is (not test_mode)
 
 
 def test_node_absent_nothing_to_do(m):
-    m["kubeadm.nodes"].return_value = {"w1": {}}
+    m["kos_kubectl.nodes"].return_value = {"w1": {}}
     assert states.node_absent("w2")["changes"] == {}
 
 
 def test_etcd_member_absent(m, test_mode):
     url = "https://10.0.0.22:2380"
-    m["kubeadm.etcd_member_list"].return_value = [
+    m["kos_etcd.etcd_member_list"].return_value = [
         {"id": "a1", "name": "k8s-cp-1", "peer_urls": ["https://10.0.0.20:2380"]},
         {"id": "c3", "name": "k8s-cp-3", "peer_urls": [url]},
         {"id": "d4", "name": "", "peer_urls": [url]}]
@@ -755,18 +760,18 @@ def test_etcd_member_absent(m, test_mode):
     expect_applied(ret, test_mode)
     assert ret["changes"] == {"etcd_members": {"old": ["c3", "d4"], "new": []}}
     if test_mode:
-        m["kubeadm.etcd_member_remove"].assert_not_called()
+        m["kos_etcd.etcd_member_remove"].assert_not_called()
     else:
-        m["kubeadm.etcd_member_remove"].assert_called_once_with("k8s-cp-3", peer_url=url,
+        m["kos_etcd.etcd_member_remove"].assert_called_once_with("k8s-cp-3", peer_url=url,
                                                                 kube_dir="/k")
 
 
 def test_etcd_member_absent_nothing_to_do_and_a_failure_named(m):
-    m["kubeadm.etcd_member_list"].return_value = [
+    m["kos_etcd.etcd_member_list"].return_value = [
         {"id": "a1", "name": "k8s-cp-1", "peer_urls": ["https://10.0.0.20:2380"]}]
     ret = states.etcd_member_absent("k8s-cp-3", peer_url="https://10.0.0.22:2380")
     assert (ret["result"], ret["changes"], ret["comment"]) == (True, {}, "k8s-cp-3 has no etcd member")
-    m["kubeadm.etcd_member_list"].side_effect = CommandExecutionError("context deadline exceeded")
+    m["kos_etcd.etcd_member_list"].side_effect = CommandExecutionError("context deadline exceeded")
     ret = states.etcd_member_absent("k8s-cp-3")
     assert ret["result"] is False and "context deadline exceeded" in ret["comment"]
 
@@ -812,7 +817,7 @@ def test_states_predict_on_a_node_without_kubeadm(m, tmp_path):
 
 
 def certs(**days):
-    """What kubeadm.certificates returns: ``name=days`` leaves (None: missing), one CA."""
+    """What kos_certs.certificates returns: ``name=days`` leaves (None: missing), one CA."""
     return {"certificates": {name.replace("_", "-"): None if d is None else
                              {"days": d, "externally_managed": name == "external"}
                              for name, d in days.items()},
@@ -822,23 +827,23 @@ def certs(**days):
 @pytest.fixture
 def cert_mocks(m):
     for name in ("certificates", "renew_certificates", "restart_control_plane"):
-        m[f"kubeadm.{name}"] = create_autospec(getattr(mod, name))
-    m["kubeadm.renew_certificates"].return_value = ["apiserver", "admin.conf"]
-    m["kubeadm.restart_control_plane"].return_value = ["etcd.yaml", "kube-apiserver.yaml"]
+        m[f"kos_certs.{name}"] = create_autospec(getattr(MODULES["kos_certs"], name))
+    m["kos_certs.renew_certificates"].return_value = ["apiserver", "admin.conf"]
+    m["kos_certs.restart_control_plane"].return_value = ["etcd.yaml", "kube-apiserver.yaml"]
     return m
 
 
 def test_certificates_renewed_leaves_certificates_with_time_left(cert_mocks):
-    cert_mocks["kubeadm.certificates"].return_value = certs(apiserver=200, admin_conf=31,
+    cert_mocks["kos_certs.certificates"].return_value = certs(apiserver=200, admin_conf=31,
                                                             super_admin_conf=None)
     ret = states.certificates_renewed("control-plane certificates", within_days=30)
     assert ret["result"] is True and ret["changes"] == {}
     assert "the fewest: 31" in ret["comment"]
-    cert_mocks["kubeadm.renew_certificates"].assert_not_called()
+    cert_mocks["kos_certs.renew_certificates"].assert_not_called()
 
 
 def test_certificates_renewed_renews_and_restarts_when_one_is_due(cert_mocks, test_mode):
-    cert_mocks["kubeadm.certificates"].side_effect = [
+    cert_mocks["kos_certs.certificates"].side_effect = [
         certs(apiserver=29, admin_conf=200, external=3), certs(apiserver=365, admin_conf=365)]
     ret = states.certificates_renewed("control-plane certificates", within_days=30,
                                       restart_wait=0, kube_dir="/k")
@@ -846,26 +851,26 @@ def test_certificates_renewed_renews_and_restarts_when_one_is_due(cert_mocks, te
     # an externally managed certificate is its CA's owner's to renew
     if test_mode:
         assert ret["changes"] == {"certificates": {"old": {"apiserver": 29}, "new": "renewed"}}
-        cert_mocks["kubeadm.renew_certificates"].assert_not_called()
-        cert_mocks["kubeadm.restart_control_plane"].assert_not_called()
+        cert_mocks["kos_certs.renew_certificates"].assert_not_called()
+        cert_mocks["kos_certs.restart_control_plane"].assert_not_called()
     else:
         assert ret["changes"] == {"certificates": {"old": {"apiserver": 29},
                                                    "new": {"apiserver": 365}}}
-        cert_mocks["kubeadm.renew_certificates"].assert_called_once_with("all", kube_dir="/k")
-        cert_mocks["kubeadm.restart_control_plane"].assert_called_once_with(
+        cert_mocks["kos_certs.renew_certificates"].assert_called_once_with("all", kube_dir="/k")
+        cert_mocks["kos_certs.restart_control_plane"].assert_called_once_with(
             wait=0, timeout=120, kube_dir="/k")
         assert "restarted etcd, kube-apiserver" in ret["comment"]
 
 
 def test_certificates_renewed_with_force_renews_whatever_is_left(cert_mocks):
-    cert_mocks["kubeadm.certificates"].side_effect = [certs(apiserver=300), certs(apiserver=365)]
+    cert_mocks["kos_certs.certificates"].side_effect = [certs(apiserver=300), certs(apiserver=365)]
     ret = states.certificates_renewed("c", force=True, restart_wait=0)
     assert ret["changes"] == {"certificates": {"old": {"apiserver": 300}, "new": {"apiserver": 365}}}
 
 
 def test_certificates_renewed_fails_when_the_api_does_not_come_back(cert_mocks):
-    cert_mocks["kubeadm.certificates"].return_value = certs(apiserver=1)
-    cert_mocks["kubeadm.restart_control_plane"].side_effect = CommandExecutionError(
+    cert_mocks["kos_certs.certificates"].return_value = certs(apiserver=1)
+    cert_mocks["kos_certs.restart_control_plane"].side_effect = CommandExecutionError(
         "the API did not answer within 120 s after the control plane restarted")
     ret = states.certificates_renewed("c", restart_wait=0)
     assert ret["result"] is False and ret["changes"] == {}
@@ -889,26 +894,26 @@ def refs_of(path):
 
 
 def test_images_imported_imports_only_what_containerd_lacks(m, archives, test_mode):
-    m["kubeadm.images"].return_value = ["registry.k8s.io/pause:3.10"]
-    m["kubeadm.archive_images"].side_effect = refs_of
+    m["kos_images.images"].return_value = ["registry.k8s.io/pause:3.10"]
+    m["kos_images.archive_images"].side_effect = refs_of
     ret = states.images_imported(str(archives))
     expect_applied(ret, test_mode)
     assert ret["changes"] == {"images": {"old": [], "new": ["registry.k8s.io/etcd:3.5.15-0"]}}
     if test_mode:
-        m["kubeadm.import_images"].assert_not_called()
+        m["kos_images.import_images"].assert_not_called()
     else:
-        m["kubeadm.import_images"].assert_called_once_with(str(archives / "etcd.tar"), "k8s.io")
+        m["kos_images.import_images"].assert_called_once_with(str(archives / "etcd.tar"), "k8s.io")
 
 
 def test_images_imported_nothing_to_do_and_bad_directories(m, archives, tmp_path):
-    m["kubeadm.images"].return_value = ["registry.k8s.io/etcd:3.5.15-0",
+    m["kos_images.images"].return_value = ["registry.k8s.io/etcd:3.5.15-0",
                                         "registry.k8s.io/pause:3.10"]
-    m["kubeadm.archive_images"].side_effect = refs_of
+    m["kos_images.archive_images"].side_effect = refs_of
     ret = states.images_imported(str(archives))
     assert ret["result"] is True and ret["changes"] == {}
     ret = states.images_imported(str(tmp_path / "nowhere"))
     assert ret["result"] is False and "no image archives" in ret["comment"]
-    m["kubeadm.archive_images"].side_effect = CommandExecutionError("x.tar is not an image archive")
+    m["kos_images.archive_images"].side_effect = CommandExecutionError("x.tar is not an image archive")
     ret = states.images_imported(str(archives))
     assert ret["result"] is False and "not an image archive" in ret["comment"]
 
@@ -925,33 +930,33 @@ def kubelet_conf(tmp_path):
 
 def test_pod_network_routed_applies_what_the_sync_reports(m, kubelet_conf, test_mode):
     changes = {"routes": {"old": {}, "new": {"10.244.1.0/24": "10.1.0.21"}}}
-    m["kubeadm.sync_pod_network"].return_value = {"pod_cidr": "10.244.0.0/24",
+    m["kos_podnet.sync_pod_network"].return_value = {"pod_cidr": "10.244.0.0/24",
                                                   "changes": changes}
     ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
     expect_applied(ret, test_mode)
     assert ret["changes"] == changes
-    m["kubeadm.sync_pod_network"].assert_called_once_with(
+    m["kos_podnet.sync_pod_network"].assert_called_once_with(
         "k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf), test=test_mode)
 
 
 def test_pod_network_routed_waits_for_the_nodes_cidr(m, kubelet_conf, monkeypatch):
     monkeypatch.setattr(states.time, "sleep", lambda s: None)
-    m["kubeadm.sync_pod_network"].side_effect = [
+    m["kos_podnet.sync_pod_network"].side_effect = [
         CommandExecutionError("the API gives node k8s-cp-1 no pod CIDR (yet)"),
         {"pod_cidr": "10.244.0.0/24", "changes": {}}]
     ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
     assert ret["result"] is True and ret["changes"] == {} and "matches" in ret["comment"]
-    m["kubeadm.sync_pod_network"].side_effect = CommandExecutionError("ip: RTNETLINK failed")
+    m["kos_podnet.sync_pod_network"].side_effect = CommandExecutionError("ip: RTNETLINK failed")
     ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16", kube_dir=str(kubelet_conf))
     assert ret["result"] is False and "RTNETLINK" in ret["comment"]
 
 
 def test_pod_network_routed_reads_the_configured_directory(m, kubelet_conf, test_mode):
     m["config"]["kubeadm:kube_dir"] = str(kubelet_conf)
-    m["kubeadm.sync_pod_network"].return_value = {"pod_cidr": "10.244.0.0/24", "changes": {}}
+    m["kos_podnet.sync_pod_network"].return_value = {"pod_cidr": "10.244.0.0/24", "changes": {}}
     ret = states.pod_network_routed("k8s-cp-1", "10.244.0.0/16")
     assert ret["result"] is True and "matches" in ret["comment"], ret
-    m["kubeadm.sync_pod_network"].assert_called_once_with(
+    m["kos_podnet.sync_pod_network"].assert_called_once_with(
         "k8s-cp-1", "10.244.0.0/16", kube_dir=None, test=test_mode)
 
 
@@ -961,4 +966,4 @@ def test_pod_network_routed_before_the_join(m, tmp_path, test_mode):
         assert ret["result"] is None and "once it joined" in ret["comment"]
     else:
         assert ret["result"] is False and "has not joined" in ret["comment"]
-    m["kubeadm.sync_pod_network"].assert_not_called()
+    m["kos_podnet.sync_pod_network"].assert_not_called()

@@ -13,9 +13,12 @@ import salt.modules.systemd_service
 from salt.exceptions import CommandExecutionError
 
 from tests.unit.conftest import load, utils
-from tests.unit.test_kubeadm_module import result
+from tests.unit import kubeadm_modules as loader
+from tests.unit.kubeadm_modules import result
 
 kubeadm = load("modules", "kubeadm")
+kos_kubectl = load("modules", "kos_kubectl")
+kos_upgrade = load("modules", "kos_upgrade")
 states = load("states", "kubeadm_upgrade")
 
 APISERVER = """apiVersion: v1
@@ -32,14 +35,7 @@ spec:
 # -- execution functions ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def run_all():
-    return create_autospec(salt.modules.cmdmod.run_all, return_value=result())
-
-
-@pytest.fixture
-def kube_dir(tmp_path):
-    return tmp_path / "etc" / "kubernetes"
+run_all, kube_dir = loader.run_all, loader.kube_dir
 
 
 @pytest.fixture
@@ -54,19 +50,21 @@ def module(run_all, kube_dir, tmp_path):
             "repo": {"url": "https://pkgs.k8s.io/core:/stable:/v1.32/deb/"}}}),
         "pkg.version": create_autospec(salt.modules.aptpkg.version, return_value={
             "kubeadm": "1.32.1-1.1", "kubelet": "1.31.4-1.1", "kubectl": ""}),
+        "kubeadm.version": kubeadm.version,
+        "kubeadm.has_local_files": kubeadm.has_local_files,
     }
 
 
 def test_upgrade_apply_and_node_arguments(run_all):
-    kubeadm.upgrade_apply("v1.32.1")
+    kos_upgrade.upgrade_apply("v1.32.1")
     assert run_all.call_args.args[0] == ["kubeadm", "upgrade", "apply", "v1.32.1", "--yes"]
     assert run_all.call_args.kwargs["python_shell"] is False
-    kubeadm.upgrade_apply("v1.32.1", dry_run=True)
+    kos_upgrade.upgrade_apply("v1.32.1", dry_run=True)
     assert run_all.call_args.args[0] == ["kubeadm", "upgrade", "apply", "v1.32.1", "--yes",
                                          "--dry-run"]
-    kubeadm.upgrade_node()
+    kos_upgrade.upgrade_node()
     assert run_all.call_args.args[0] == ["kubeadm", "upgrade", "node"]
-    kubeadm.upgrade_node(dry_run=True)
+    kos_upgrade.upgrade_node(dry_run=True)
     assert run_all.call_args.args[0] == ["kubeadm", "upgrade", "node", "--dry-run"]
 
 
@@ -76,16 +74,16 @@ def test_upgrade_apply_failure_is_kubeadms_words(run_all):
         "errors:\n\n\t- Specified version to upgrade to \"v1.33.0\" is too high; kubeadm can "
         "upgrade only 1 minor version at a time\n"))
     with pytest.raises(CommandExecutionError, match="only 1 minor version at a time"):
-        kubeadm.upgrade_apply("v1.33.0")
+        kos_upgrade.upgrade_apply("v1.33.0")
 
 
 def test_uncordon_and_cluster_version(run_all, kube_dir):
-    kubeadm.uncordon("k8s-worker-1")
+    kos_kubectl.uncordon("k8s-worker-1")
     assert run_all.call_args.args[0] == ["kubectl", "--kubeconfig", str(kube_dir / "admin.conf"),
                                          "uncordon", "k8s-worker-1"]
     run_all.return_value = result("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration"
                                   "\nkubernetesVersion: v1.32.1\n")
-    assert kubeadm.cluster_version() == "v1.32.1"
+    assert kos_kubectl.cluster_version() == "v1.32.1"
     assert run_all.call_args.args[0] == [
         "kubectl", "--kubeconfig", str(kube_dir / "admin.conf"), "get", "configmap",
         "kubeadm-config", "-n", "kube-system", "-o", "jsonpath={.data.ClusterConfiguration}"]
@@ -98,21 +96,21 @@ def test_node_is_read_by_name(run_all, kube_dir):
         "status": {"conditions": [{"type": "Ready", "status": "True"}],
                    "nodeInfo": {"kubeletVersion": "v1.32.1"}}}))
     kubelet = str(kube_dir / "kubelet.conf")
-    got = kubeadm.node("k8s-worker-1", kubeconfig=kubelet)
+    got = kos_kubectl.node("k8s-worker-1", kubeconfig=kubelet)
     assert (got["version"], got["ready"], got["unschedulable"]) == ("v1.32.1", True, True)
     assert run_all.call_args.args[0] == ["kubectl", "--kubeconfig", kubelet, "get", "node",
                                          "k8s-worker-1", "-o", "json"]
     run_all.return_value = result("", 1, 'Error from server (NotFound): nodes "k8s-worker-9" '
                                          "not found\n")
-    assert kubeadm.node("k8s-worker-9") is None
+    assert kos_kubectl.node("k8s-worker-9") is None
     run_all.return_value = result("", 1, "Error from server (Forbidden): nodes is forbidden\n")
     with pytest.raises(CommandExecutionError, match="Forbidden"):
-        kubeadm.node("k8s-worker-1")
+        kos_kubectl.node("k8s-worker-1")
 
 
 def test_upgrade_facts(run_all, kube_dir, tmp_path):
     run_all.return_value = result("v1.32.1\n")
-    facts = kubeadm.upgrade_facts()
+    facts = kos_upgrade.upgrade_facts()
     assert facts == {"joined": False, "kubeadm": "v1.32.1", "control_plane": False,
                      "control_plane_version": None,
                      "packages": {"kubeadm": "1.32.1-1.1", "kubelet": "1.31.4-1.1",
@@ -126,7 +124,7 @@ def test_upgrade_facts(run_all, kube_dir, tmp_path):
     (tmp_path / "kos").mkdir()
     (tmp_path / "kos" / "kubeadm-upgrade-pending.json").write_text(
         '{"version": "v1.32.1", "cordoned": true}')
-    facts = kubeadm.upgrade_facts()
+    facts = kos_upgrade.upgrade_facts()
     assert (facts["joined"], facts["control_plane"], facts["control_plane_version"]) == (
         True, True, "v1.32.1")
     assert (facts["pending"], facts["pending_cordoned"]) == ("v1.32.1", True)
@@ -144,7 +142,11 @@ def test_mode(request):
 def m():
     names = ["upgrade_facts", "package_versions", "cluster_version", "upgrade_apply",
              "upgrade_node", "nodes", "node", "uncordon"]
-    mocks = {f"kubeadm.{n}": create_autospec(getattr(kubeadm, n)) for n in names}
+    where = {"kos_upgrade": kos_upgrade, "kos_kubectl": kos_kubectl}
+    mocks = {}
+    for n in names:
+        name = next(f"{m}.{n}" for m, module in where.items() if hasattr(module, n))
+        mocks[name] = create_autospec(getattr(where[name.split(".")[0]], n))
     installed = {"kubeadm": "1.31.4-1.1", "kubelet": "1.31.4-1.1", "kubectl": "1.31.4-1.1"}
 
     def install(name=None, refresh=False, fromrepo=None, skip_verify=False, debconf=None,
@@ -155,7 +157,7 @@ def m():
         return {}
 
     mocks["installed"] = installed
-    mocks["kubeadm.package_versions"].side_effect = lambda: dict(installed)
+    mocks["kos_upgrade.package_versions"].side_effect = lambda: dict(installed)
     mocks["pkg.version"] = create_autospec(salt.modules.aptpkg.version,
                                            side_effect=lambda n, **kw: installed.get(n, ""))
     mocks["pkg.install"] = create_autospec(salt.modules.aptpkg.install, side_effect=install)
@@ -176,7 +178,8 @@ def m():
 def configure_loader_modules(module, m, request):
     test = request.getfixturevalue("test_mode") if "test_mode" in request.fixturenames else False
     functions = {k: v for k, v in m.items() if "." in k}
-    return {kubeadm: {"__utils__": utils(), "__salt__": module, "__context__": {}},
+    return {**{mod: {"__utils__": utils(), "__salt__": module, "__context__": {}}
+               for mod in (kubeadm, kos_kubectl, kos_upgrade)},
             states: {"__utils__": utils(), "__salt__": functions, "__opts__": {"test": test},
                      "__context__": {}}}
 
@@ -199,7 +202,7 @@ def test_packages_moved_and_held(m, test_mode):
 
 
 def test_upgraded_needs_the_kubeadm_package_first(m, test_mode):
-    m["kubeadm.upgrade_facts"].return_value = {"kubeadm": "v1.31.4", "control_plane": True,
+    m["kos_upgrade.upgrade_facts"].return_value = {"kubeadm": "v1.31.4", "control_plane": True,
                                                "control_plane_version": "v1.31.4"}
     ret = states.upgraded("v1.32.1", node="k8s-cp-1", first=True)
     if test_mode:
@@ -208,41 +211,41 @@ def test_upgraded_needs_the_kubeadm_package_first(m, test_mode):
             "kubeadm": {"old": "v1.31.4", "new": "v1.32.1"}}
     else:
         assert ret["result"] is False and "move its package first" in ret["comment"]
-    assert not m["kubeadm.upgrade_apply"].called
+    assert not m["kos_upgrade.upgrade_apply"].called
 
 
 def test_upgraded_first_control_plane_applies(m, test_mode):
-    m["kubeadm.upgrade_facts"].return_value = {"kubeadm": "v1.32.1", "control_plane": True,
+    m["kos_upgrade.upgrade_facts"].return_value = {"kubeadm": "v1.32.1", "control_plane": True,
                                                "control_plane_version": "v1.31.4"}
-    m["kubeadm.cluster_version"].return_value = "v1.31.4"
+    m["kos_kubectl.cluster_version"].return_value = "v1.31.4"
     ret = states.upgraded("v1.32.1", node="k8s-cp-1", first=True)
     assert ret["changes"] == {"cluster": {"old": "v1.31.4", "new": "v1.32.1"},
                               "control_plane": {"old": "v1.31.4", "new": "v1.32.1"}}
     if test_mode:
         assert ret["result"] is None
-        m["kubeadm.upgrade_apply"].assert_called_once_with("v1.32.1", dry_run=True)
+        m["kos_upgrade.upgrade_apply"].assert_called_once_with("v1.32.1", dry_run=True)
     else:
         assert ret["result"] is True and ret["comment"] == "kubeadm upgrade apply v1.32.1 ran"
-        m["kubeadm.upgrade_apply"].assert_called_once_with("v1.32.1")
+        m["kos_upgrade.upgrade_apply"].assert_called_once_with("v1.32.1")
 
 
 def test_upgraded_worker_runs_upgrade_node_until_its_kubelet_is_new(m, test_mode):
-    m["kubeadm.upgrade_facts"].return_value = {"kubeadm": "v1.32.1", "control_plane": False,
+    m["kos_upgrade.upgrade_facts"].return_value = {"kubeadm": "v1.32.1", "control_plane": False,
                                                "control_plane_version": None}
-    m["kubeadm.node"].return_value = {"version": "v1.32.1", "ready": True}
+    m["kos_kubectl.node"].return_value = {"version": "v1.32.1", "ready": True}
     ret = states.upgraded("v1.32.1", node="k8s-worker-1")
     assert ret["result"] is True and ret["changes"] == {}
-    m["kubeadm.node"].assert_called_with("k8s-worker-1",
+    m["kos_kubectl.node"].assert_called_with("k8s-worker-1",
                                          kubeconfig="/etc/kubernetes/kubelet.conf")
-    m["kubeadm.node"].return_value = {"version": "v1.31.4", "ready": True}
+    m["kos_kubectl.node"].return_value = {"version": "v1.31.4", "ready": True}
     ret = states.upgraded("v1.32.1", node="k8s-worker-1")
     assert ret["result"] is (None if test_mode else True)
-    m["kubeadm.upgrade_node"].assert_called_once_with(**({"dry_run": True} if test_mode else {}))
+    m["kos_upgrade.upgrade_node"].assert_called_once_with(**({"dry_run": True} if test_mode else {}))
 
 
 def test_kubelet_restarted_until_the_node_reports_its_package(m, test_mode):
     reports = [{"version": "v1.31.4", "ready": True}, {"version": "v1.32.1", "ready": True}]
-    m["kubeadm.node"].side_effect = lambda name, kubeconfig=None: reports[
+    m["kos_kubectl.node"].side_effect = lambda name, kubeconfig=None: reports[
         min(m["service.restart"].call_count, 1)]
     ret = states.kubelet_restarted("k8s-worker-1", "v1.32.1", timeout=5)
     assert ret["changes"] == {"kubelet": {"old": "v1.31.4", "new": "v1.32.1"}}
@@ -253,24 +256,24 @@ def test_kubelet_restarted_until_the_node_reports_its_package(m, test_mode):
         m["service.restart"].assert_called_once_with("kubelet")
         assert states.kubelet_restarted("k8s-worker-1", "v1.32.1")["changes"] == {}
     # the kubelet's credential may read its own Node only (the Node authorizer)
-    assert m["kubeadm.node"].call_args.args == ("k8s-worker-1",)
-    assert m["kubeadm.node"].call_args.kwargs == {"kubeconfig": "/etc/kubernetes/kubelet.conf"}
+    assert m["kos_kubectl.node"].call_args.args == ("k8s-worker-1",)
+    assert m["kos_kubectl.node"].call_args.kwargs == {"kubeconfig": "/etc/kubernetes/kubelet.conf"}
 
 
 def test_node_uncordoned(m, test_mode):
-    m["kubeadm.nodes"].side_effect = [{"k8s-cp-2": {"unschedulable": True}},
+    m["kos_kubectl.nodes"].side_effect = [{"k8s-cp-2": {"unschedulable": True}},
                                       {"k8s-cp-2": {"unschedulable": False}}]
     ret = states.node_uncordoned("k8s-cp-2")
     assert ret["changes"] == {"schedulable": {"old": False, "new": True}}
     if test_mode:
-        assert ret["result"] is None and not m["kubeadm.uncordon"].called
+        assert ret["result"] is None and not m["kos_kubectl.uncordon"].called
     else:
         assert ret["result"] is True
-        m["kubeadm.uncordon"].assert_called_once_with("k8s-cp-2", kubeconfig=None)
+        m["kos_kubectl.uncordon"].assert_called_once_with("k8s-cp-2", kubeconfig=None)
 
 
 def test_node_ready_fails_with_what_the_node_reports(m, test_mode):
-    m["kubeadm.node"].return_value = {"version": "v1.31.4", "ready": True}
+    m["kos_kubectl.node"].return_value = {"version": "v1.31.4", "ready": True}
     ret = states.node_ready("k8s-cp-2", "v1.32.1", timeout=0)
     assert ret["changes"] == {}
     assert ret["result"] is (None if test_mode else False)
@@ -286,14 +289,14 @@ FORBIDDEN = CommandExecutionError(
 def test_node_ready_waits_through_an_api_server_that_is_not_ready_yet(m, monkeypatch):
     # behind haproxy, a restarted API server answers before its RBAC informers synced
     monkeypatch.setattr(states.time, "sleep", lambda s: None)
-    m["kubeadm.node"].side_effect = [FORBIDDEN, FORBIDDEN, {"version": "v1.32.1", "ready": True}]
+    m["kos_kubectl.node"].side_effect = [FORBIDDEN, FORBIDDEN, {"version": "v1.32.1", "ready": True}]
     ret = states.node_ready("k8s-cp-1", "v1.32.1", timeout=30)
     assert ret["result"] is True, ret
-    assert m["kubeadm.node"].call_count == 3
+    assert m["kos_kubectl.node"].call_count == 3
 
 
 def test_node_ready_reports_the_error_that_lasted_past_the_timeout(m):
-    m["kubeadm.node"].side_effect = FORBIDDEN
+    m["kos_kubectl.node"].side_effect = FORBIDDEN
     ret = states.node_ready("k8s-cp-1", "v1.32.1", timeout=0)
     assert ret["result"] is False
     assert ret["comment"].startswith("reading node k8s-cp-1 failed: Error from server (Forbidden)")
@@ -301,11 +304,11 @@ def test_node_ready_reports_the_error_that_lasted_past_the_timeout(m):
 
 def test_node_uncordoned_retries_api_errors_then_gives_up_with_the_last(m, monkeypatch):
     monkeypatch.setattr(states.time, "sleep", lambda s: None)
-    m["kubeadm.nodes"].side_effect = [FORBIDDEN, {"k8s-cp-1": {"unschedulable": True}},
+    m["kos_kubectl.nodes"].side_effect = [FORBIDDEN, {"k8s-cp-1": {"unschedulable": True}},
                                       {"k8s-cp-1": {"unschedulable": False}}]
     ret = states.node_uncordoned("k8s-cp-1", timeout=30)
     assert ret["result"] is True and ret["changes"] == {"schedulable": {"old": False, "new": True}}
-    m["kubeadm.uncordon"].assert_called_once_with("k8s-cp-1", kubeconfig=None)
-    m["kubeadm.nodes"].side_effect = FORBIDDEN
+    m["kos_kubectl.uncordon"].assert_called_once_with("k8s-cp-1", kubeconfig=None)
+    m["kos_kubectl.nodes"].side_effect = FORBIDDEN
     ret = states.node_uncordoned("k8s-cp-1", timeout=0)
     assert ret["result"] is False and "Forbidden" in ret["comment"]

@@ -452,7 +452,7 @@ def certificates():
         return None
     if _distribution(pillar) == "kubeadm":
         kube_dir = (pillar.get("kubeadm") or {}).get("kube_dir")
-        found = __salt__["kubeadm.certificates"](kube_dir)
+        found = __salt__["kos_certs.certificates"](kube_dir)
         days = {name: entry["days"] for table in found.values()
                 for name, entry in table.items() if entry}
     else:
@@ -491,16 +491,19 @@ def check_certificates():
 
 # Where a control plane writes a backup before it goes to the master (and is removed here).
 BACKUP_DIR = "/var/lib/kos/backups"
-# What takes a backup of each distribution's datastore (reference D.7.1, E.2.3).
-BACKUP_FUNCTIONS = {"kubeadm": "kubeadm.etcd_snapshot", "microk8s": "microk8s.backup"}
+# What takes a backup of each distribution's datastore: an etcd snapshot
+# (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/
+# #backing-up-an-etcd-cluster), or `microk8s dbctl backup`
+# (https://microk8s.io/docs/backup-restore).
+BACKUP_FUNCTIONS = {"kubeadm": "kos_etcd.etcd_snapshot", "microk8s": "microk8s.backup"}
 
 
 def backup(directory=BACKUP_DIR):
     """
     Take a backup of the cluster's datastore on this control plane (kubeadm: an etcd
-    snapshot; microk8s: ``microk8s dbctl backup``), seal it with the control planes' key (``_utils/kos_backup.py``), push it to
-    the salt master (``cp.push``; the master files it, ``salt_master.backups``) and remove
-    it here. Return its name, size, revision, key count and hash.
+    snapshot; microk8s: ``microk8s dbctl backup``), seal it with the control planes' key
+    (``_utils/kos_backup.py``), push it to the salt master (``cp.push``; the master files
+    it, ``salt_master.backups``) and remove it here. Return its name, size, revision, key count and hash.
 
     CLI Example:
 
@@ -551,8 +554,8 @@ def restore_dqlite(source, saltenv="kos-backups"):
     """
     microk8s: fetch the sealed backup ``source`` from the salt master (``salt://<name>`` in
     ``saltenv``), open it with this control plane's cluster CA key and write its objects
-    back into the running datastore (``microk8s dbctl restore``, reference E.2.4); the
-    opened archive is removed. Run on one control plane: dqlite replicates it.
+    back into the running datastore (``microk8s dbctl restore``,
+    https://microk8s.io/docs/backup-restore); the opened archive is removed. Run on one control plane: dqlite replicates it.
 
     CLI Example:
 

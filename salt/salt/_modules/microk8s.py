@@ -2,7 +2,8 @@
 Manage a MicroK8s node through the ``microk8s`` command.
 
 Behaviour follows what the real CLI prints and returns (exit codes, worker-node
-guards, token rules); see the project's CLI reference, part A.
+guards, token rules); the commands are those of
+https://microk8s.io/docs/command-reference.
 
 :depends: the ``microk8s`` snap (``/snap/bin`` on PATH)
 """
@@ -42,7 +43,7 @@ CERT_CHECK_LINES = {
     "The front proxy client certificate will expire in ": "front-proxy-client.crt",
 }
 # A `dbctl backup` archive at or below this size holds no datastore: 1.27+ sometimes writes
-# ~200-byte archives of an empty directory (day-2 reference E.2.3, canonical/microk8s#4259).
+# ~200-byte archives of an empty directory (https://github.com/canonical/microk8s/issues/4259).
 MIN_BACKUP_BYTES = 512
 # The dqlite members this control plane last knew, kept on its disk while it is stopped: the
 # node store microk8s hands the dqlite client (`dqlite -s file://.../backend/cluster.yaml` in
@@ -411,7 +412,7 @@ def refresh_certs(cert="server.crt"):
 def certificates():
     """
     Return the days left on this control plane's certificates, as ``microk8s
-    refresh-certs --check`` prints them (day-2 reference E.3): ``{"ca.crt": days,
+    refresh-certs --check`` prints them (https://microk8s.io/docs/command-reference#heading--microk8s-refresh-certs): ``{"ca.crt": days,
     "server.crt": days, "front-proxy-client.crt": days}``, whole days, negative once
     expired. A worker holds none of them: ``{}``.
 
@@ -661,7 +662,7 @@ def server_sans(snap_data=None):
 def remove_token(token, snap_data=None):
     """
     Withdraw a join token this node issued: its line goes from ``cluster-tokens.txt``,
-    where ``add-node`` appended it (reference A.6.1). True when it was there.
+    where ``add-node`` appended it. True when it was there.
 
     CLI Example:
 
@@ -689,8 +690,7 @@ def remove_token(token, snap_data=None):
 
 
 def _dbctl_message(res):
-    """The CLI's words: a failing restore/backup can end in a Python traceback (reference
-    E.2.4); of that only its last line, the exception, is kept."""
+    """The CLI's words: a failing restore/backup can end in a Python traceback; of that only its last line, the exception, is kept."""
     stderr = (res.get("stderr") or "").strip()
     if stderr.startswith("Traceback (most recent call last):"):
         stderr = stderr.splitlines()[-1].strip()
@@ -700,7 +700,7 @@ def _dbctl_message(res):
 def backup(directory):
     """
     Back up the Kubernetes objects of the cluster's datastore (``microk8s dbctl backup
-    -o <directory>/microk8s-<host>-<UTC time>.tar.gz``, reference E.2.3) on this
+    -o <directory>/microk8s-<host>-<UTC time>.tar.gz``, https://microk8s.io/docs/backup-restore) on this
     control plane and return ``{"path", "name" (the file name without .tar.gz, also the
     directory inside the archive), "key_file" (the cluster CA key that seals it, which
     only control planes hold), "size", "revision", "keys", "hash"}``; the last three are
@@ -756,7 +756,7 @@ def backup(directory):
 def restore_from(path):
     """
     Write the Kubernetes objects of a ``dbctl backup`` archive back into the running
-    datastore (``microk8s dbctl restore PATH``, reference E.2.4). Run it on one control
+    datastore (``microk8s dbctl restore PATH``, https://microk8s.io/docs/backup-restore). Run it on one control
     plane: dqlite replicates it to the others. Only objects come back: not certificates,
     service arguments, addon state files or volume data. Raises with the CLI's words
     (``Please ensure the kubernetes apiserver is running and HA is enabled.``, ``Restore

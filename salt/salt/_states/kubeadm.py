@@ -18,7 +18,8 @@ from salt.exceptions import CommandExecutionError
 __virtualname__ = "kubeadm"
 
 DEFAULT_DESCRIPTION = "kos: node join"
-# What kubeadm calls the token that owns the kubeadm-certs Secret (CLI reference B.3).
+# What kubeadm calls the token that owns the kubeadm-certs Secret
+# (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/copycerts/copycerts.go).
 CERT_TOKEN_DESCRIPTION = "Proxy for managing TTL for the kubeadm-certs secret"
 INIT_RECORD = "kubeadm-init.json"
 
@@ -83,7 +84,7 @@ def _status(kube_dir):
 def _api_ready(timeout, kube_dir):
     """The API answers through this node's admin kubeconfig (the control-plane endpoint)."""
     kwargs = {"kubeconfig": os.path.join(kube_dir, "admin.conf")} if kube_dir else {}
-    return __salt__["kubeadm.api_ready"](timeout=timeout, **kwargs)
+    return __salt__["kos_kubectl.api_ready"](timeout=timeout, **kwargs)
 
 
 def initialized(name, upload_certs=False, timeout=120, ignore_preflight_errors=None,
@@ -572,7 +573,7 @@ def manifest_applied(name, record=None, kubeconfig=None):
             try:
                 missing = [
                     f"{kind}/{obj}" for kind, obj, ns in objects
-                    if not __salt__["kubeadm.object_exists"](kind, obj, namespace=ns,
+                    if not __salt__["kos_kubectl.object_exists"](kind, obj, namespace=ns,
                                                              kubeconfig=kubeconfig)
                 ]
             except CommandExecutionError as exc:
@@ -587,7 +588,7 @@ def manifest_applied(name, record=None, kubeconfig=None):
             ret["changes"] = {"objects": {"old": {"missing": missing}, "new": "applied"}}
             ret["comment"] = f"{name} would be applied"
             return ret
-        verdicts = __salt__["kubeadm.apply"](name, kubeconfig=kubeconfig)
+        verdicts = __salt__["kos_kubectl.apply"](name, kubeconfig=kubeconfig)
         changed = {obj: verdict for obj, verdict in verdicts.items() if verdict != "unchanged"}
         if _read_text(record) != digest:
             __utils__["kos_state.write_file"](record, digest)
@@ -610,7 +611,7 @@ def node_drained(name, timeout=None, kubeconfig=None):
     """
     Ensure node ``name`` is drained (run on a control plane), the first step of taking
     a node out: cordoned, and no Pod left on it that ``kubectl drain`` evicts
-    (``kubeadm.evictable_pods``). A drain that timed out leaves a cordoned node with
+    (``kos_kubectl.evictable_pods``). A drain that timed out leaves a cordoned node with
     Pods on it; the next run drains again. A node that is not registered is left alone.
 
     timeout
@@ -620,11 +621,11 @@ def node_drained(name, timeout=None, kubeconfig=None):
     if not _installed():
         return _missing(ret, f"drain node {name}")
     try:
-        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+        node = __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name)
         if node is None:
             ret["comment"] = f"node {name} is not registered"
             return ret
-        left = __salt__["kubeadm.evictable_pods"](name, kubeconfig=kubeconfig)
+        left = __salt__["kos_kubectl.evictable_pods"](name, kubeconfig=kubeconfig)
         if node["unschedulable"] and not left:
             ret["comment"] = f"node {name} is drained"
             return ret
@@ -636,9 +637,9 @@ def node_drained(name, timeout=None, kubeconfig=None):
             ret["result"] = None
             ret["comment"] = f"node {name} would be drained"
             return ret
-        __salt__["kubeadm.drain"](name, timeout=timeout, kubeconfig=kubeconfig)
-        node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {})
-        left = __salt__["kubeadm.evictable_pods"](name, kubeconfig=kubeconfig)
+        __salt__["kos_kubectl.drain"](name, timeout=timeout, kubeconfig=kubeconfig)
+        node = __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name, {})
+        left = __salt__["kos_kubectl.evictable_pods"](name, kubeconfig=kubeconfig)
         if not node.get("unschedulable", True) or left:
             return _fail(ret, f"kubectl drain {name} ran but the node is still schedulable or "
                               f"has Pods to evict: {', '.join(left) or 'none'}")
@@ -657,7 +658,7 @@ def node_absent(name, kubeconfig=None):
     if not _installed():
         return _missing(ret, f"delete node {name}")
     try:
-        if name not in __salt__["kubeadm.nodes"](kubeconfig=kubeconfig):
+        if name not in __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig):
             ret["comment"] = f"node {name} is not registered"
             return ret
         ret["changes"] = {"node": {"old": name, "new": None}}
@@ -665,8 +666,8 @@ def node_absent(name, kubeconfig=None):
             ret["result"] = None
             ret["comment"] = f"node {name} would be deleted"
             return ret
-        __salt__["kubeadm.delete_node"](name, ignore_not_found=True, kubeconfig=kubeconfig)
-        if name in __salt__["kubeadm.nodes"](kubeconfig=kubeconfig):
+        __salt__["kos_kubectl.delete_node"](name, ignore_not_found=True, kubeconfig=kubeconfig)
+        if name in __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig):
             return _fail(ret, f"kubectl delete node {name} ran but the node is still there")
         ret["comment"] = f"node {name} deleted"
     except CommandExecutionError as exc:
@@ -683,7 +684,7 @@ def etcd_member_absent(name, peer_url=None, kube_dir=None):
     """
     ret = _ret(name)
     try:
-        found = [m for m in __salt__["kubeadm.etcd_member_list"](kube_dir=kube_dir)
+        found = [m for m in __salt__["kos_etcd.etcd_member_list"](kube_dir=kube_dir)
                  if m["name"] == name or (peer_url and peer_url in m["peer_urls"])]
         if not found:
             ret["comment"] = f"{name} has no etcd member"
@@ -693,7 +694,7 @@ def etcd_member_absent(name, peer_url=None, kube_dir=None):
             ret["result"] = None
             ret["comment"] = f"the etcd member of {name} would be removed"
             return ret
-        __salt__["kubeadm.etcd_member_remove"](name, peer_url=peer_url, kube_dir=kube_dir)
+        __salt__["kos_etcd.etcd_member_remove"](name, peer_url=peer_url, kube_dir=kube_dir)
         ret["comment"] = f"the etcd member of {name} removed"
     except CommandExecutionError as exc:
         return _fail(ret, f"removing the etcd member of {name} failed: {exc}")
@@ -767,7 +768,7 @@ def certificates_renewed(name, within_days=30, force=False, restart_wait=20, tim
     if not _installed():
         return _missing(ret, "renew the control plane's certificates")
     try:
-        found = __salt__["kubeadm.certificates"](kube_dir)
+        found = __salt__["kos_certs.certificates"](kube_dir)
     except CommandExecutionError as exc:
         return _fail(ret, exc)
     left = {cert: entry["days"] for cert, entry in found["certificates"].items()
@@ -784,10 +785,10 @@ def certificates_renewed(name, within_days=30, force=False, restart_wait=20, tim
         ret["comment"] = "would renew the certificates and restart the control plane"
         return ret
     try:
-        renewed = __salt__["kubeadm.renew_certificates"]("all", kube_dir=kube_dir)
-        restarted = __salt__["kubeadm.restart_control_plane"](
+        renewed = __salt__["kos_certs.renew_certificates"]("all", kube_dir=kube_dir)
+        restarted = __salt__["kos_certs.restart_control_plane"](
             wait=restart_wait, timeout=timeout, kube_dir=kube_dir)
-        after = __salt__["kubeadm.certificates"](kube_dir)["certificates"]
+        after = __salt__["kos_certs.certificates"](kube_dir)["certificates"]
     except CommandExecutionError as exc:
         return _fail(ret, exc)
     ret["changes"] = {"certificates": {
@@ -810,10 +811,10 @@ def images_imported(name, namespace="k8s.io"):
         archives = sorted(glob.glob(os.path.join(name, "*.tar")))
         if not archives:
             return _fail(ret, f"no image archives (*.tar) in {name}")
-        have = set(__salt__["kubeadm.images"](namespace))
+        have = set(__salt__["kos_images.images"](namespace))
         missing = {}
         for path in archives:
-            refs = __salt__["kubeadm.archive_images"](path)
+            refs = __salt__["kos_images.archive_images"](path)
             if not refs:
                 return _fail(ret, f"{path} names no image")
             if not set(refs) <= have:
@@ -828,7 +829,7 @@ def images_imported(name, namespace="k8s.io"):
             ret["comment"] = f"would import {', '.join(wanted)}"
             return ret
         for path in missing:
-            __salt__["kubeadm.import_images"](path, namespace)
+            __salt__["kos_images.import_images"](path, namespace)
         ret["comment"] = f"imported {', '.join(wanted)}"
     except CommandExecutionError as exc:
         return _fail(ret, f"importing images from {name} failed: {exc}")
@@ -837,7 +838,7 @@ def images_imported(name, namespace="k8s.io"):
 
 def pod_network_routed(name, cluster_cidr, timeout=60, kube_dir=None):
     """
-    Ensure node ``name``'s routed pod network matches the API (``kubeadm.sync_pod_network``:
+    Ensure node ``name``'s routed pod network matches the API (``kos_podnet.sync_pod_network``:
     the CNI configuration for its pod CIDR, routes to the other nodes' pod CIDRs, egress
     masquerading). Waits up to ``timeout`` seconds for the controller manager to give the
     node its pod CIDR.
@@ -855,7 +856,7 @@ def pod_network_routed(name, cluster_cidr, timeout=60, kube_dir=None):
     deadline = time.time() + float(timeout)
     while True:
         try:
-            res = __salt__["kubeadm.sync_pod_network"](
+            res = __salt__["kos_podnet.sync_pod_network"](
                 name, cluster_cidr, kube_dir=kube_dir, test=__opts__["test"])
             break
         except CommandExecutionError as exc:

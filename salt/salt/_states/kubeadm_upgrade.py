@@ -1,5 +1,6 @@
 """
-The steps of the kubeadm rolling upgrade (orch.upgrade; day-2 reference D.2-D.4), each
+The steps of the kubeadm rolling upgrade (orch.upgrade, as
+https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/ describes it), each
 idempotent so that a re-run finishes a node whose upgrade stopped half-way: the Kubernetes
 packages moved to one version and held there, ``kubeadm upgrade apply``/``node``, the
 kubelet restarted on its new package, the node Ready on that version, uncordoned.
@@ -32,7 +33,7 @@ def _missing(ret, what):
 
 
 def _installed():
-    return "kubeadm.upgrade_facts" in __salt__
+    return "kos_upgrade.upgrade_facts" in __salt__
 
 
 def _plain(version):
@@ -43,8 +44,9 @@ def _plain(version):
 def packages(name, pkgs, refresh=True):
     """
     Ensure the Kubernetes packages ``pkgs`` (``[kubeadm]``, ``[kubelet, kubectl]``) are
-    installed at package version ``name`` (``1.32.1-1.1``) and held there, as reference
-    D.4.2 does by hand (unhold, install the exact version, hold): an unattended upgrade
+    installed at package version ``name`` (``1.32.1-1.1``) and held there, as
+    https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/
+    does by hand (unhold, install the exact version, hold): an unattended upgrade
     must not move them again.
 
     refresh
@@ -54,7 +56,7 @@ def packages(name, pkgs, refresh=True):
     if "pkg.version" not in __salt__:
         return _fail(ret, "no package manager Salt knows on this node (pkg.version)")
     try:
-        have = __salt__["kubeadm.package_versions"]() if _installed() else {
+        have = __salt__["kos_upgrade.package_versions"]() if _installed() else {
             p: __salt__["pkg.version"](p) or None for p in pkgs}
         changes = {p: {"old": have.get(p), "new": name} for p in pkgs if have.get(p) != name}
         if not changes:
@@ -86,7 +88,7 @@ def upgraded(name, node, first=False, kubeconfig=None):
     on any other node ``kubeadm upgrade node`` (a control plane's instance, every node's
     kubelet configuration). A worker keeps no trace of it but its kubelet, so a worker
     whose kubelet does not run ``name`` yet runs ``upgrade node``, which is idempotent
-    (reference D.4.1). Test mode runs kubeadm's ``--dry-run``.
+    (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/#upgrade-worker-nodes). Test mode runs kubeadm's ``--dry-run``.
 
     node
         This node's Kubernetes name.
@@ -98,7 +100,7 @@ def upgraded(name, node, first=False, kubeconfig=None):
     if not _installed():
         return _missing(ret, f"upgrade this node to {name}")
     try:
-        facts = __salt__["kubeadm.upgrade_facts"]()
+        facts = __salt__["kos_upgrade.upgrade_facts"]()
         if _plain(facts["kubeadm"]) != _plain(name):
             if __opts__["test"]:
                 # in a test run the package step before this one only predicted its move
@@ -110,7 +112,7 @@ def upgraded(name, node, first=False, kubeconfig=None):
             return _fail(ret, f"kubeadm is {facts['kubeadm']}, not {name}: move its package "
                               "first (kubeadm_upgrade.packages)")
         if first:
-            have = {"cluster": __salt__["kubeadm.cluster_version"](kubeconfig=kubeconfig),
+            have = {"cluster": __salt__["kos_kubectl.cluster_version"](kubeconfig=kubeconfig),
                     "control_plane": facts["control_plane_version"]}
         elif facts["control_plane"]:
             have = {"control_plane": facts["control_plane_version"]}
@@ -124,16 +126,16 @@ def upgraded(name, node, first=False, kubeconfig=None):
         command = f"kubeadm upgrade apply {name}" if first else "kubeadm upgrade node"
         if __opts__["test"]:
             if first:
-                __salt__["kubeadm.upgrade_apply"](name, dry_run=True)
+                __salt__["kos_upgrade.upgrade_apply"](name, dry_run=True)
             else:
-                __salt__["kubeadm.upgrade_node"](dry_run=True)
+                __salt__["kos_upgrade.upgrade_node"](dry_run=True)
             ret["result"] = None
             ret["comment"] = f"{command} would run (its dry run passed)"
             return ret
         if first:
-            __salt__["kubeadm.upgrade_apply"](name)
+            __salt__["kos_upgrade.upgrade_apply"](name)
         else:
-            __salt__["kubeadm.upgrade_node"]()
+            __salt__["kos_upgrade.upgrade_node"]()
         ret["comment"] = f"{command} ran"
     except CommandExecutionError as exc:
         return _fail(ret, f"upgrading this node to {name} failed: {exc}")
@@ -147,7 +149,7 @@ def _kubelet_conf():
 def _own_node(name):
     """Node ``name`` (this one) as the API shows it to the kubelet's credential, which may
     read its own Node only (the Node authorizer)."""
-    return __salt__["kubeadm.node"](name, kubeconfig=_kubelet_conf())
+    return __salt__["kos_kubectl.node"](name, kubeconfig=_kubelet_conf())
 
 
 def _wait_node(name, version, timeout, kubeconfig, interval=1):
@@ -160,7 +162,7 @@ def _wait_node(name, version, timeout, kubeconfig, interval=1):
     node = None
     while True:
         try:
-            node = __salt__["kubeadm.node"](name, kubeconfig=kubeconfig)
+            node = __salt__["kos_kubectl.node"](name, kubeconfig=kubeconfig)
         except CommandExecutionError:
             if time.monotonic() >= deadline:
                 raise
@@ -216,7 +218,7 @@ def node_ready(name, version, timeout=300, kubeconfig=None):
         return _missing(ret, f"see node {name} Ready on {version}")
     try:
         if __opts__["test"]:
-            node = __salt__["kubeadm.node"](name, kubeconfig=kubeconfig)
+            node = __salt__["kos_kubectl.node"](name, kubeconfig=kubeconfig)
             ready = bool(node and node["ready"] and _plain(node["version"]) == _plain(version))
         else:
             node, ready = _wait_node(name, version, timeout, kubeconfig)
@@ -254,7 +256,7 @@ def node_uncordoned(name, kubeconfig=None, timeout=60, interval=1):
 
 
 def _uncordon(ret, name, kubeconfig):
-    node = __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name)
+    node = __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name)
     if node is None:
         return _fail(ret, f"node {name} is not registered")
     if not node["unschedulable"]:
@@ -265,8 +267,8 @@ def _uncordon(ret, name, kubeconfig):
         ret["result"] = None
         ret["comment"] = f"node {name} would be uncordoned"
         return ret
-    __salt__["kubeadm.uncordon"](name, kubeconfig=kubeconfig)
-    if __salt__["kubeadm.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):
+    __salt__["kos_kubectl.uncordon"](name, kubeconfig=kubeconfig)
+    if __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):
         return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
     ret["comment"] = f"node {name} uncordoned"
     return ret

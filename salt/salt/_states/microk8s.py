@@ -114,7 +114,7 @@ def _addon(name, want, args=None, force=False, destroy_storage=False, record=Non
                               if again else f"addon {short} would be {want}")
             return ret
         if again:
-            # `enable` on an enabled addon only says so (reference A.5): disable first
+            # `enable` on an enabled addon only says it is enabled and changes nothing: disable first
             __salt__["microk8s.disable_addon"](name)
         if want == "enabled":
             __salt__["microk8s.enable_addon"](name, args=args)
@@ -308,7 +308,7 @@ def join_credential_present(name, role, ttl=900, min_remaining=300, cidr=None, s
 
     The credential is an ``add-node`` token with a TTL, never a single-use one: the
     cluster agent burns a single-use token at the first join attempt, even one that then
-    fails (CLI reference A.7.3), while a TTL token survives it, so a failed join can be
+    fails, while a TTL token survives it, so a failed join can be
     tried again. It is used once all the same: the orchestration revokes it
     (``join_credentials_absent``) as soon as the node joined, and when its wave ends.
 
@@ -536,7 +536,8 @@ def cluster_left(name):
     return ret
 
 
-# What refresh-certs regenerates without the nodes leaving the cluster (E.3): not ca.crt.
+# What refresh-certs regenerates without the nodes leaving the cluster
+# (https://microk8s.io/docs/command-reference#heading--microk8s-refresh-certs): not ca.crt.
 RENEWABLE = ("server.crt", "front-proxy-client.crt")
 
 

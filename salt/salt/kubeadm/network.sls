@@ -43,7 +43,7 @@ kubeadm-network-kubeadm-pod_network_routed:
 kubeadm-network-schedule-present-pod_routes:
   schedule.present:
     - name: kos-pod-routes
-    - function: kubeadm.sync_pod_network
+    - function: kos_podnet.sync_pod_network
     - job_kwargs:
         node_name: {{ kubeadm.node_name }}
         cluster_cidr: {{ kubeadm.pod_cidr }}

@@ -3,8 +3,9 @@
     Puts the cluster's datastore back as a backup of orch.backup left it. Default: the
     newest backup in salt_master:backups:dir.
     microk8s: the first control plane writes the backup's objects back into the running
-    datastore (microk8s dbctl restore, reference E.2.4); dqlite replicates them.
-    kubeadm: every etcd member restored from the same snapshot (reference D.7.2-3):
+    datastore (microk8s dbctl restore, https://microk8s.io/docs/backup-restore); dqlite replicates them.
+    kubeadm: every etcd member restored from the same snapshot
+    (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster):
       1. every control plane fetches the sealed backup from the master (saltenv
          kos-backups), opens it and restores it beside its data directory: nothing running
          changes, and a control plane that cannot stops the run here;
@@ -67,7 +68,7 @@ kos-orch-restore-dqlite:
 
 kos-orch-restore-stage:
   salt.function:
-    - name: kubeadm.etcd_restore_stage
+    - name: kos_etcd.etcd_restore_stage
     - tgt: {{ control_planes | join(',') }}
     - tgt_type: list
     - kwarg:
@@ -81,7 +82,7 @@ kos-orch-restore-stage:
 
 kos-orch-restore-{{ step }}:
   salt.function:
-    - name: kubeadm.{{ fun }}
+    - name: kos_etcd.{{ fun }}
     - tgt: {{ control_planes | join(',') }}
     - tgt_type: list
     - require:

@@ -1,4 +1,4 @@
-{#- On the drained node orch.upgrade upgrades (reference D.4): the kubeadm package at
+{#- On the drained node orch.upgrade upgrades (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/#upgrade-worker-nodes): the kubeadm package at
     kos_upgrade:package_version first, then kubeadm upgrade apply (the first control
     plane) or upgrade node (every other node), then the kubelet and kubectl packages and
     the kubelet restarted on them, Ready on kos_upgrade:version. The packages stay held.
