@@ -35,14 +35,15 @@ sys.path.insert(0, str(REPO / "bootstrap"))
 
 from converge import MemoryPeak  # noqa: E402 - the same sampler as the converge bench
 from kos import workflow  # noqa: E402
-from kos.local import hosts, net  # noqa: E402
+from kos_local import hosts, net  # noqa: E402
 
 CLUSTER = "kosbenchc"
 PHASES = {
     "cloud": ("local-cloud",),
     "apply": ("terraform-init", "terraform-apply"),
     "first boot": ("first-boot",),
-    "converge": workflow.CONVERGE_STEPS,
+    # every step converge runs
+    "converge": tuple(s.value for s in workflow.ConvergeStep),
 }
 
 

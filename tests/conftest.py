@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 # The rehearsal cloud's builds, started in the background when the end-to-end tests will
-# run (kos.local.prebuild): on a fresh machine they take minutes that the tests collected
+# run (kos_local.prebuild): on a fresh machine they take minutes that the tests collected
 # before the e2e ones can cover. kos up takes the same locks, so it waits for them.
 _prebuild = {}
 
@@ -108,7 +108,7 @@ def _start_prebuild(nodeids):
     repo = Path(__file__).resolve().parent.parent
     _prebuild["log"] = log
     _prebuild["proc"] = subprocess.Popen(
-        [sys.executable, "-m", "kos.local.prebuild"], cwd=repo, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "kos_local.prebuild"], cwd=repo, stdin=subprocess.DEVNULL,
         stdout=fd, stderr=subprocess.STDOUT, start_new_session=True,
     )
     os.close(fd)
@@ -128,14 +128,14 @@ def pytest_sessionfinish(session):
             proc.kill()
             proc.wait()
     elif proc.returncode != 0:
-        print(f"\nkos.local.prebuild exited {proc.returncode}: {Path(_prebuild['log']).read_text()[-2000:]}")
+        print(f"\nkos_local.prebuild exited {proc.returncode}: {Path(_prebuild['log']).read_text()[-2000:]}")
     else:
         # what the builds took (the budget of a fresh machine)
         last = Path(_prebuild["log"]).read_text().strip().splitlines()[-1:]
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter and last:
             reporter.ensure_newline()
-            reporter.write_line(f"kos.local.prebuild: {last[0]}")
+            reporter.write_line(f"kos_local.prebuild: {last[0]}")
     Path(_prebuild.pop("log")).unlink(missing_ok=True)
 
 

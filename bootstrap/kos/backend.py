@@ -1,4 +1,4 @@
-"""The interface every cloud backend implements (see ``kos.backends``)."""
+"""The interface every cloud implements (see ``kos.backends``)."""
 
 from abc import ABC, abstractmethod
 
@@ -11,11 +11,6 @@ class Backend(ABC):
     def __init__(self, settings, state):
         self.settings = settings
         self.state = state
-
-    def simulates(self, distribution):
-        """Whether ``distribution`` on this cloud is the test stand-ins, not Kubernetes
-        (status says so; nothing runs there to drain)."""
-        return False
 
     @abstractmethod
     def preflight(self, inputs, check_quota=True):
@@ -39,14 +34,12 @@ class Backend(ABC):
 
     def project(self):
         """An openstacksdk connection to the cluster's OpenStack project, or None for a
-        backend without one (kos creates the cloud-controller-manager's credential there)."""
+        cloud without one (kos creates the cloud-controller-manager's credential there)."""
         return None
 
-    def before_orchestration(self, distribution):
-        """Make ready what the orchestration's nodes take from this cloud (the rehearsal
-        cloud's Kubernetes mirror); the cloud's set-up may have started it."""
-
-    def pillar_layers(self):
-        """``{file name: text}`` of pillar layers this cloud writes beside the Terraform one
-        (``_*.sls``, kept by every push of the repository's pillar)."""
+    def pillar_layers(self, outputs):
+        """What this cloud adds to the pillar of the infrastructure ``outputs`` describe:
+        ``{file name: text}`` of layers written beside the Terraform one (``_*.sls``, kept
+        by every push of the repository's pillar). Converge pushes them before the
+        orchestration, which is when what they point at must be there."""
         return {}

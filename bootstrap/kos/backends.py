@@ -3,14 +3,18 @@ Where a cluster's machines come from. A backend creates the infrastructure for t
 evaluated inputs and answers with the same outputs ``terraform output -json`` gives
 (``bastion_floating_ip``, ``salt_master_private_ip``, ``minions``, ``kubernetes_nodes``,
 ``api_floating_ip``, ``ssh_user``, ``salt_pillar``, ``cluster_name``); converge, status and
-kubeconfig only ever see those outputs. ``openstack`` is Terraform on an OpenStack project;
-``local`` rebuilds the same plan on this machine (``kos.local``).
+kubeconfig only ever see those outputs, and a cloud may add one: ``simulated``, the
+distributions it runs as stand-ins rather than as Kubernetes (status says so, down drains
+nothing there). ``openstack`` is Terraform on an OpenStack project; other clouds are
+installed beside kos as entry points of the group ``kos.clouds`` (the rehearsal cloud,
+``local``, is the package ``kos_local``).
 """
+
+from importlib import metadata
 
 from . import ccm, cloud, plan, trust, ui
 from .backend import Backend
 from .errors import InputError, PreflightError, TerraformError
-from .local import LocalBackend
 from .ssh import agent_findings
 from .state import fingerprint
 from .terraform import Terraform
@@ -195,7 +199,26 @@ class OpenStackBackend(Backend):
         ui.ok(f"cluster {cluster} destroyed")
 
 
-BACKENDS = {"openstack": OpenStackBackend, "local": LocalBackend}
+# https://packaging.python.org/en/latest/specifications/entry-points/
+CLOUDS_GROUP = "kos.clouds"
+
+
+def clouds():
+    """``{name: load}`` of the clouds kos can build on: the entry points of ``kos.clouds``
+    (``load()`` gives the Backend class). Run from a checkout on PYTHONPATH (ci/lib.sh) no
+    entry point is installed: the product's own cloud is there all the same."""
+    found = {ep.name: ep.load for ep in metadata.entry_points(group=CLOUDS_GROUP)}
+    found.setdefault("openstack", lambda: OpenStackBackend)
+    return found
+
+
+def for_cloud(settings, state):
+    """The Backend of ``settings.cloud`` for the cluster whose state directory is ``state``."""
+    installed = clouds()
+    if settings.cloud not in installed:
+        raise InputError(f"--cloud {settings.cloud}: no such cloud is installed",
+                         fix=f"use one of: {', '.join(sorted(installed))}")
+    return installed[settings.cloud]()(settings, state)
 
 
 # The servers' resource addresses in terraform/: every role module builds its servers with

@@ -20,7 +20,7 @@ from . import errors, ui, workflow
 from . import plan as plan_mod
 from . import inputs as inputs_mod
 from . import terraform as terraform_mod
-from .backends import BACKENDS
+from .backends import clouds
 from .ssh import take_interrupts
 
 DEFAULT_STATE_DIR = ".kos"
@@ -60,10 +60,10 @@ def common_options(func):
         ),
         click.option(
             "--cloud",
-            type=click.Choice(sorted(BACKENDS)),
+            type=click.Choice(sorted(clouds())),
             default="openstack",
             show_default=True,
-            help="Where the machines come from.",
+            help="Where the machines come from (the clouds installed: group kos.clouds).",
         ),
         click.option(
             "--os-cloud",

@@ -1,6 +1,6 @@
 """
-The rehearsal cloud's Kubernetes from source (kos.local.kubernetes) and how the cloud
-points the kubeadm formula at it (kos.local.pillar_layer), without building anything: the
+The rehearsal cloud's Kubernetes from source (kos_local.kubernetes) and how the cloud
+points the kubeadm formula at it (kos_local.pillar_layer), without building anything: the
 module build of the source zip, the image archives the formula imports, the packages'
 layout, the mirror's pillar. The build itself runs for real in the end-to-end tests.
 """
@@ -15,16 +15,17 @@ import subprocess
 import time
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
-from kos import local
-from kos.local import hosts, kubernetes, net
-from kos.local.image import BuildFailed
+import kos_local
+from kos_local import hosts, kubernetes, net
+from kos_local.image import BuildFailed
 from tests.unit.conftest import load
 
-KUBEADM_MODULE = load("modules", "kubeadm")
+IMAGES_MODULE = load("modules", "kos_images")
 GO_MOD = """\
 module k8s.io/kubernetes
 
@@ -87,7 +88,7 @@ def test_an_image_archive_is_what_containerd_and_the_formula_read(tmp_path):
     kubernetes.write_image(target, "registry.k8s.io/pause:3.10",
                            kubernetes.IMAGES["pause"], tmp_path)
     # the formula's own reader names the image kubeadm pulls
-    assert KUBEADM_MODULE.archive_images(str(target)) == ["registry.k8s.io/pause:3.10"]
+    assert IMAGES_MODULE.archive_images(str(target)) == ["registry.k8s.io/pause:3.10"]
     with tarfile.open(target) as tar:
         manifest = json.load(tar.extractfile("manifest.json"))[0]
         config = json.load(tar.extractfile(manifest["Config"]))
@@ -141,19 +142,25 @@ def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):
     assert (mirror / "core:/stable:/v1.32").resolve() == later
 
 
+def planned(distribution):
+    """Outputs whose Terraform pillar plans ``distribution``."""
+    return {"salt_pillar": yaml.safe_dump({"kos": {"distribution": distribution}})}
+
+
 def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_nodes_need_it(
         monkeypatch, tmp_path):
-    """The build starts in a process of its own when the cloud is set up; the orchestration's
-    hook waits for it (its lock) and reports what the build reports: here, a machine
-    without Go gets the one error that says to install it, and no half-made build."""
+    """The build starts in a process of its own when the cloud is set up; the cloud's pillar,
+    which points the nodes at the mirror, waits for it (its lock) and reports what the build
+    reports: here, a machine without Go gets the one error that says to install it, and no
+    half-made build."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
     version = kubernetes.pinned_version()
-    backend = local.LocalBackend.__new__(local.LocalBackend)
+    backend = kos_local.LocalBackend.__new__(kos_local.LocalBackend)
     build = kubernetes.start()
     assert build
     with pytest.raises(kubernetes.PreflightError, match="Go is needed") as err:
-        backend.before_orchestration("kubeadm")
+        backend.pillar_layers(planned("kubeadm"))
     assert "apt-get install golang" in err.value.fix
     assert build.wait() != 0
     log = kubernetes.log_path(version, "start.log")
@@ -162,12 +169,13 @@ def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_n
     assert sorted(p.name for p in kubernetes.root(version).parent.iterdir()) == [
         f".{version}.lock", log.name]
     # microk8s on this cloud is the stand-ins: nothing to wait for
-    backend.before_orchestration("microk8s")
+    assert "_cloud.sls" in backend.pillar_layers(planned("microk8s"))
     # built: nothing starts, and the hook only links the minor
     kubernetes.root(version).mkdir(parents=True)
     (kubernetes.root(version) / kubernetes.MARKER).touch()
     assert kubernetes.start() is None
-    backend.before_orchestration("kubeadm")
+    layers = backend.pillar_layers(planned("kubeadm"))
+    assert yaml.safe_load(layers["_cloud.sls"]) == kos_local.pillar_layer()
     assert (kubernetes.root(version).parent / kubernetes.minor_dir(version)).resolve() == (
         kubernetes.root(version))
 
@@ -218,8 +226,8 @@ def test_processes_that_link_the_minor_at_once_all_succeed(tmp_path):
 
 def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    layer = local.pillar_layer("v1.31.4")["kubeadm"]
-    here = f"{local.MIRROR}/core:/stable:/v1.31"
+    layer = kos_local.pillar_layer("v1.31.4")["kubeadm"]
+    here = f"{kos_local.MIRROR}/core:/stable:/v1.31"
     assert layer["repo"] == {"url": f"file:{here}/deb/",
                              "key_url": f"file://{here}/deb/kubernetes-apt-keyring.gpg"}
     assert layer["images"] == {"archive_dir": f"{here}/images"}
@@ -274,3 +282,16 @@ def test_the_pause_program_answers_v_as_the_real_one_and_stops_on_sigterm(tmp_pa
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
     assert "Shutting down, got signal: Terminated" in proc.stderr.read()
+
+
+def test_the_clouds_outputs_say_that_microk8s_is_the_stand_ins(monkeypatch):
+    """kos status and kos down learn from the outputs, not from the cloud's code, that a
+    microk8s cluster here is simulated (kos.backends)."""
+    backend = kos_local.LocalBackend.__new__(kos_local.LocalBackend)
+    monkeypatch.setattr(backend, "_environment", lambda: None)
+    backend.openstack = SimpleNamespace(outputs=lambda: {"cluster_name": "kosl"})
+    backend.cloud = SimpleNamespace(usable=lambda: True)
+    assert backend.outputs() == {"cluster_name": "kosl", "simulated": ["microk8s"]}
+    # no cloud yet: no infrastructure, and nothing said about it
+    backend.cloud = SimpleNamespace(usable=lambda: False)
+    assert backend.outputs() == {}

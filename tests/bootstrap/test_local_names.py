@@ -11,8 +11,8 @@ import time
 import pytest
 
 from kos.errors import ConvergeError
-from kos.local import hosts
-from kos.local.openstack.cloud import Cloud
+from kos_local import hosts
+from kos_local.openstack.cloud import Cloud
 
 
 @pytest.fixture

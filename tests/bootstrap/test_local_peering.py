@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from kos.local import net
+from kos_local import net
 from tests.netlab import can_use_netns
 
 pytestmark = pytest.mark.skipif(not can_use_netns(), reason="needs root for namespaces")

@@ -1,4 +1,4 @@
-"""python -m kos.local.prebuild: the images beside the Kubernetes build, and what an
+"""python -m kos_local.prebuild: the images beside the Kubernetes build, and what an
 interrupt or a failure leaves."""
 
 import os
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from kos.errors import EXIT_INTERRUPTED, PreflightError
-from kos.local import kubernetes, prebuild
+from kos_local import kubernetes, prebuild
 
 BOOTSTRAP = Path(prebuild.__file__).resolve().parents[2]
 
 
 def _build_process(script):
-    """A stand-in for ``python -m kos.local.kubernetes``, started as ``kubernetes.start``
+    """A stand-in for ``python -m kos_local.kubernetes``, started as ``kubernetes.start``
     starts it (a session of its own)."""
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
                             start_new_session=True)
@@ -70,10 +70,10 @@ def test_an_interrupt_reaches_the_kubernetes_build_and_leaves_nothing_running(tm
     suite started as a shell's background job (SIGINT ignored, and so in what it starts).
     The build's own cleanup runs, and the prebuild ends only after it."""
     started, cleaned, pid = (tmp_path / n for n in ("started", "cleaned", "pid"))
-    # kubernetes.main as ``python -m kos.local.kubernetes`` runs it, building for a minute
+    # kubernetes.main as ``python -m kos_local.kubernetes`` runs it, building for a minute
     build = f"""
         import os, pathlib, sys, time
-        from kos.local import kubernetes
+        from kos_local import kubernetes
 
         def ensure(version=None):
             pathlib.Path({str(pid)!r}).write_text(str(os.getpid()))
@@ -91,7 +91,7 @@ def test_an_interrupt_reaches_the_kubernetes_build_and_leaves_nothing_running(tm
     """
     script = textwrap.dedent(f"""
         import signal, subprocess, sys, textwrap, time
-        from kos.local import kubernetes, prebuild
+        from kos_local import kubernetes, prebuild
         kubernetes.start = lambda version=None: subprocess.Popen(
             [sys.executable, "-c", textwrap.dedent({build!r})], start_new_session=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from kos import trust
-from kos.local import hosts as local_hosts
-from kos.local import net as local_net
-from kos.local.openstack import cloud as local_cloud
-from kos.local.openstack import materialiser
+from kos_local import hosts as local_hosts
+from kos_local import net as local_net
+from kos_local.openstack import cloud as local_cloud
+from kos_local.openstack import materialiser
 from tests.bootstrap.conftest import Kos, base_env, ssh_agent  # noqa: F401 - the fixture
 from tests.netlab import can_use_netns
 
@@ -72,7 +72,7 @@ def once(cluster, why):
         pytest.skip(f"once is enough: {why}")
 
 
-# What the rehearsal cloud offers every tenant (kos.local.openstack.seed).
+# What the rehearsal cloud offers every tenant (kos_local.openstack.seed).
 CLOUD_VALUES = {
     "external_network_name": "public",
     "base_image": "debian-12-rehearsal",
@@ -142,7 +142,7 @@ class LocalCluster:
 
 def cloud_diagnosis(cloud, limit=40):
     """The rehearsal cloud's view of its servers' networking, read from its disk
-    (``cloud``: kos.local.openstack.cloud.Cloud)."""
+    (``cloud``: kos_local.openstack.cloud.Cloud)."""
     out = []
     for con in sorted((cloud.spool / "consoles").glob("*.log")):
         said = [ln.strip() for ln in con.read_text(errors="replace").splitlines()

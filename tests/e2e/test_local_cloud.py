@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kos.local import net as local_net
+from kos_local import net as local_net
 from tests.bootstrap.conftest import Kos
 from tests.e2e.conftest import Listener, connects, once, tcp_peer_seen_by_listener
 

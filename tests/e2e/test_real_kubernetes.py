@@ -1,6 +1,6 @@
 """
 The kubeadm cluster on the rehearsal cloud is real Kubernetes: kubeadm, the kubelet, etcd
-and the control plane built from source (kos.local.kubernetes), installed by the formula
+and the control plane built from source (kos_local.kubernetes), installed by the formula
 from the cloud's mirror, joined through the same states as on OpenStack, networked by
 the formula's routed pod network. Looked at as an operator would: through ``kos
 kubeconfig`` and kubectl from this machine, and kubectl on the first control plane.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kos.local import kubernetes
+from kos_local import kubernetes
 from tests.e2e.test_standins_match_real import RealNode
 from tests.standins import scenarios
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from kos import local
-from kos.local import hosts as local_hosts
-from kos.local import net as local_net
+import kos_local as local
+from kos_local import hosts as local_hosts
+from kos_local import net as local_net
 
 pytestmark = pytest.mark.netns
 

@@ -8,7 +8,7 @@ tests/standins/test_kubeadm_standin.py.
 
 import pytest
 
-from kos.local import kubernetes
+from kos_local import kubernetes
 from tests.standins import scenarios
 
 pytestmark = pytest.mark.netns

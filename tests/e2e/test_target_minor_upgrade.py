@@ -1,13 +1,13 @@
 """
 The real kubeadm upgrade on the rehearsal cloud (issue 11, item 5; issue 16, item 1): ``kos
 upgrade`` moves the kubeadm cluster from the formula's pinned release to the next minor's
-(``kos.local.kubernetes.UPGRADE_TARGET``), real ``kubeadm upgrade apply`` on the first
+(``kos_local.kubernetes.UPGRADE_TARGET``), real ``kubeadm upgrade apply`` on the first
 control plane, ``kubeadm upgrade node`` on the others and the workers, one node at a time,
 each drained before and uncordoned after, the packages and images from the mirror's path of
 the target minor as pkgs.k8s.io lays it out. The API is probed from the master meanwhile.
 
 make test does not build the target (about ten more minutes of a fresh machine's hour):
-this runs where it is built already (``python -m kos.local.kubernetes --next``) and is
+this runs where it is built already (``python -m kos_local.kubernetes --next``) and is
 skipped, saying so, elsewhere. Named to run last before test_teardown.py: the tests before
 it expect the pinned release.
 """
@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from kos.local import kubernetes
+from kos_local import kubernetes
 from tests.e2e.test_real_kubernetes import kube_json
 from tests.e2e.test_rolling_upgrade import Watcher, salt
 
@@ -30,7 +30,7 @@ UPGRADE_TIMEOUT = 2400
 def target(real):
     if not kubernetes.built(kubernetes.UPGRADE_TARGET):
         pytest.skip(f"the upgrade target {kubernetes.UPGRADE_TARGET} is not built on this "
-                    "machine: python -m kos.local.kubernetes --next builds it")
+                    "machine: python -m kos_local.kubernetes --next builds it")
     # the cloud's hosts see the mirror's minor paths as this machine made them
     kubernetes.ensure(kubernetes.UPGRADE_TARGET)
     return kubernetes.UPGRADE_TARGET

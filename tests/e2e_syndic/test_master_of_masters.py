@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kos.local import net as local_net
+from kos_local import net as local_net
 from tests.bootstrap.conftest import Kos, base_env, ssh_agent  # noqa: F401 - the fixture
 from tests.e2e.conftest import CLOUD_VALUES, LocalCluster, leftovers
 from tests.netlab import can_use_netns

@@ -29,7 +29,7 @@ from kos_terraform_support import (
 def provider_mirror() -> Path:
     """A filesystem mirror holding the real provider, built once and cached (the same one
     ``kos up --cloud local`` uses)."""
-    from kos.local import provider
+    from kos_local import provider
 
     provider.ensure()
     return provider.mirror()

@@ -7,11 +7,11 @@ import fcntl
 import shutil
 from pathlib import Path
 
-from kos.local import provider as _provider
+from kos_local import provider as _provider
 
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM_DIR = REPO / "terraform"
-# The provider's version, build and mirror are the rehearsal cloud's (kos.local.provider):
+# The provider's version, build and mirror are the rehearsal cloud's (kos_local.provider):
 # one definition for kos and the tests.
 PROVIDER_BUILD_DIR = _provider.BUILD_DIR
 MIRROR_LOCK_FILE = _provider.MIRROR_LOCK_FILE

@@ -9,7 +9,7 @@ the host; its console goes where the driver reads console output. A destroy powe
 off and removes its namespace and disk. An attached volume is a loop device over Cinder's
 volume file, visible in the host as ``/dev/vdX`` and ``/dev/disk/by-id/virtio-<serial>``.
 
-It runs as a daemon per cloud (``python -m kos.local.openstack.materialiser <config>``),
+It runs as a daemon per cloud (``python -m kos_local.openstack.materialiser <config>``),
 started by ``kos up --cloud local`` and stopped by ``kos down``; a request is answered only
 when done, and a restart picks up any request still waiting.
 """
@@ -43,7 +43,7 @@ echo "KOS_STANDIN_IP=$src" > /run/kos/standin.env
 """
 
 
-ENTRY = "import sys; from kos.local.openstack.materialiser import main; main(sys.argv[1:2])"
+ENTRY = "import sys; from kos_local.openstack.materialiser import main; main(sys.argv[1:2])"
 
 
 def argv_marker(cluster):

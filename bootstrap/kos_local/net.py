@@ -23,7 +23,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from ..errors import CleanupError, ConvergeError
+from kos.errors import CleanupError, ConvergeError
 
 SPACE = ipaddress.ip_network("100.64.0.0/10")
 

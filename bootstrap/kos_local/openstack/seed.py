@@ -12,7 +12,7 @@ import time
 from keystoneauth1 import exceptions as ksa_exceptions
 from openstack import exceptions as sdk_exceptions
 
-from ...errors import ConvergeError
+from kos.errors import ConvergeError
 from . import config
 
 FLAVORS = {

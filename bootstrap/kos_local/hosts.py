@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import CleanupError, ConvergeError
+from kos.errors import CleanupError, ConvergeError
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def bound_paths():
@@ -103,7 +103,7 @@ class Machine:
             store = self.dir / "containerd"
             store.mkdir(parents=True, exist_ok=True)
             extra = [*extra, *KUBELET_OPTIONS, f"--bind={store}:/var/lib/containerd"]
-            # what the image's kos-kubelet-host.service does at boot (kos.local.rootfs)
+            # what the image's kos-kubelet-host.service does at boot (kos_local.rootfs)
             self.write(KUBELET_FLAG, "kos: this host runs a kubelet\n")
             for key, value in KUBELET_SYSCTLS.items():
                 self.write(f"{SYSCTL_SHADOWS}/{key}", f"{value}\n")

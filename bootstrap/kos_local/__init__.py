@@ -1,5 +1,7 @@
 """
-``--cloud local``: a real OpenStack on this machine, for rehearsals and tests.
+``--cloud local``: a real OpenStack on this machine, for rehearsals and tests. A cloud of
+its own beside kos (the entry point ``local`` of the group ``kos.clouds``): it imports the
+product, never the reverse.
 
 kos brings up an all-in-one OpenStack (Zed, from Debian's packages) for the cluster
 (``openstack.cloud``), writes a ``clouds.yaml`` entry for it, and then runs exactly the
@@ -14,8 +16,8 @@ The kubeadm distribution runs for real: Kubernetes built from source once per ve
 every host read-only; the hosts can run a kubelet and containers (``hosts``), and the
 formula installs, joins and networks the nodes through its ordinary states, pointed at
 the mirror by one pillar layer (``pillar_layer``). microk8s (a snap) cannot run here: it is
-the test stand-ins (tests/standins), and everything kos reports about such a cluster says
-"simulated".
+the test stand-ins (tests/standins), and the outputs say so (``simulated``), so everything
+kos reports about such a cluster says "simulated".
 """
 
 import contextlib
@@ -29,13 +31,14 @@ import yaml
 from keystoneauth1 import exceptions as ksa_exceptions
 from openstack import exceptions as sdk_exceptions
 
-from .. import ccm, ui
-from ..backend import Backend
-from ..cloud import Finding, raise_on_failures
-from ..inputs import node_count
-from ..errors import CleanupError, ConvergeError, KosError
-from ..ssh import agent_findings
-from ..state import fingerprint
+from kos import ccm, distributions, ui
+from kos.backend import Backend
+from kos.cloud import Finding, raise_on_failures
+from kos.errors import CleanupError, ConvergeError, KosError
+from kos.inputs import node_count
+from kos.ssh import agent_findings
+from kos.state import fingerprint
+
 from . import hosts as hosts_mod
 from . import kubernetes, net, provider, rootfs
 from .image import files_digest
@@ -85,11 +88,8 @@ class LocalBackend(Backend):
     name = "local"
     create_step = "terraform-apply"
 
-    def simulates(self, distribution):
-        return distribution in SIMULATED
-
     def __init__(self, settings, state):
-        from ..backends import OpenStackBackend
+        from kos.backends import OpenStackBackend
 
         super().__init__(settings, state)
         self.dir = state.path / "local"
@@ -172,18 +172,23 @@ class LocalBackend(Backend):
                 inputs, check_quota=steps.status("terraform-apply") is None)) or {},
             always=True,
         )
-        outputs = self.openstack.create(inputs, steps, leaving=leaving)
-        if self.simulates(values["kubernetes_distribution"]):
+        outputs = self._own(self.openstack.create(inputs, steps, leaving=leaving))
+        if values["kubernetes_distribution"] in SIMULATED:
             ui.info(f"{values['kubernetes_distribution']} on this cloud is simulated "
                     "(test stand-ins)")
         return outputs
+
+    @staticmethod
+    def _own(outputs):
+        """Terraform's outputs, and what this cloud says of itself (kos.backends)."""
+        return {**outputs, "simulated": list(SIMULATED)} if outputs else outputs
 
     def _cloud_up(self, values):
         _raise_inotify()
         host_image = rootfs.layer().ensure()
         provider.ensure()
-        if not self.simulates(values["kubernetes_distribution"]):
-            # Built while the cloud boots and Terraform applies (before_orchestration waits).
+        if values["kubernetes_distribution"] not in SIMULATED:
+            # Built while the cloud boots and Terraform applies (pillar_layers waits).
             kubernetes.start()
         avoid = [values[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")]
         try:
@@ -201,7 +206,7 @@ class LocalBackend(Backend):
 
     def _peer(self, values):
         """A master of masters spans clouds: here each cluster has a cloud of its own, so the
-        top's cloud and each syndic's are linked (kos.local.net.peer), from whichever side
+        top's cloud and each syndic's are linked (kos_local.net.peer), from whichever side
         comes up second. A syndic_master no cloud here holds is left to a later run."""
         own = net.uplink(self.state.cluster)
         peers = [net.uplink(name) for name in (values.get("top_master") or {}).get("syndics", [])
@@ -218,10 +223,14 @@ class LocalBackend(Backend):
             net.peer(own, link)
         return {"peers": sorted(peers)}
 
+    def read_consoles(self):
+        """What every server's console printed about its keys, read as on any OpenStack."""
+        return self.openstack.read_consoles()
+
     def read_master_consoles(self, clusters):
         """A syndic's master is read in its own cloud (``kos-local-<cluster>`` in clouds.yaml),
         as a top on OpenStack reads its project's."""
-        from .. import cloud
+        from kos import cloud
 
         found = dict.fromkeys(clusters)
         for name in clusters:
@@ -233,7 +242,7 @@ class LocalBackend(Backend):
         return found
 
     def start_materialiser(self, distribution):
-        simulated = self.simulates(distribution)
+        simulated = distribution in SIMULATED
         mirror = kubernetes.root(kubernetes.pinned_version()).parent
         mirror.mkdir(parents=True, exist_ok=True)
         cfg = {
@@ -255,7 +264,7 @@ class LocalBackend(Backend):
         if not self.cloud.usable():
             return {}
         self._environment()
-        return self.openstack.outputs()
+        return self._own(self.openstack.outputs())
 
     def plan(self, inputs, plan_file):
         self.state.ensure()
@@ -269,18 +278,17 @@ class LocalBackend(Backend):
         self._environment()
         return self.openstack.conn
 
-    def before_orchestration(self, distribution):
-        if self.simulates(distribution):
-            return
-        version = kubernetes.pinned_version()
-        # Announced only when it waits for a build (otherwise it links the minor, at once).
-        waiting = contextlib.nullcontext() if kubernetes.built(version) else ui.step(
-            f"Kubernetes {version} for the cloud's mirror (built once per machine; "
-            f"log: {kubernetes.log_path(version)})")
-        with waiting:
-            kubernetes.ensure(version)
-
-    def pillar_layers(self):
+    def pillar_layers(self, outputs):
+        """The layer that points the formula at this cloud's mirror, once the mirror holds
+        the pinned release (the orchestration after it installs from there)."""
+        if distributions.planned(outputs) not in SIMULATED:
+            version = kubernetes.pinned_version()
+            # Announced only when it waits for a build (otherwise it links the minor at once).
+            waiting = contextlib.nullcontext() if kubernetes.built(version) else ui.step(
+                f"Kubernetes {version} for the cloud's mirror (built once per machine; "
+                f"log: {kubernetes.log_path(version)})")
+            with waiting:
+                kubernetes.ensure(version)
         return {"_cloud.sls": "# Written by kos for its rehearsal cloud: its mirror, and what "
                 "these hosts cannot do.\n" + yaml.safe_dump(pillar_layer(), sort_keys=True)}
 

@@ -22,8 +22,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import ui
-from ..errors import PreflightError
+from kos import ui
+from kos.errors import PreflightError
 from . import provider
 
 MARKER = ".kos-layer"

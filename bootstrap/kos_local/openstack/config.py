@@ -99,7 +99,7 @@ def _ini(sections):
     for name, values in sections.items():
         parser[name] = {k: _value(v) for k, v in values.items()}
     out = io.StringIO()
-    out.write("# Written by kos for its rehearsal cloud (bootstrap/kos/local/openstack/config.py).\n")
+    out.write("# Written by kos for its rehearsal cloud (bootstrap/kos_local/openstack/config.py).\n")
     parser.write(out)
     return out.getvalue()
 

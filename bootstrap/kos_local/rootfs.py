@@ -61,7 +61,7 @@ CLOUD_INIT_DROPIN = """\
 [Service]
 TimeoutStopSec=20s
 """
-# A kubelet host (kos.local.hosts) made ready from inside, once nspawn has set up its
+# A kubelet host (kos_local.hosts) made ready from inside, once nspawn has set up its
 # mounts and before anything that runs containers starts: no race with the boot.
 KUBELET_HOST_UNIT = f"""\
 [Unit]
@@ -80,7 +80,7 @@ WantedBy=sysinit.target
 """
 KUBELET_HOST_SCRIPT = f"""\
 #!/bin/sh
-# kos rehearsal cloud: what a kubelet needs of this container (kos.local.hosts).
+# kos rehearsal cloud: what a kubelet needs of this container (kos_local.hosts).
 set -e
 for target in $(findmnt -rn -t cgroup,cgroup2 -o TARGET); do
     mount -o remount,bind,rw "$target"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from ... import ui
-from ...errors import CleanupError, ConvergeError
+from kos import ui
+from kos.errors import CleanupError, ConvergeError
 from .. import hosts as hosts_mod
 from .. import net
 from . import config, image, seed

@@ -14,9 +14,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import PreflightError
+from kos.errors import PreflightError
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = REPO / "tests" / "terraform" / "provider"
 # The lock of this source build (terraform/.terraform.lock.hcl holds the registry's hashes,
 # which a source build cannot match); kos reads it from KOS_PROVIDER_LOCK_FILE.

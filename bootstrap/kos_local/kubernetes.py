@@ -12,7 +12,7 @@ Real Kubernetes for the rehearsal cloud, built from source once per version and 
   a minor's repository (flat, signed), so the kubeadm formula installs, holds and upgrades
   them exactly as it does from pkgs.k8s.io, pointed at another URL.
 
-``python -m kos.local.kubernetes [VERSION | --next]`` builds it (the formula's pinned version
+``python -m kos_local.kubernetes [VERSION | --next]`` builds it (the formula's pinned version
 when none is given; ``--next`` the release of the next minor version the rehearsal of an
 upgrade moves to, which make test does not build); a build writes every command's output to ``<dir>.log`` and a failure names
 the step and that log. Go's module and build caches live under ``~/.cache/kos/go`` so a
@@ -35,13 +35,13 @@ from pathlib import Path
 
 import yaml
 
-from .. import ui
-from ..errors import EXIT_INTERRUPTED, KosError, PreflightError
-from ..ssh import take_interrupts
+from kos import ui
+from kos.errors import EXIT_INTERRUPTED, KosError, PreflightError
+from kos.ssh import take_interrupts
 from . import provider
 from .image import Build
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = REPO / "salt" / "salt" / "kubeadm" / "defaults.yaml"
 RECIPE = 3
 # The release of the next minor version a rehearsed upgrade moves the pinned one to (a
@@ -282,7 +282,7 @@ def start(version=None):
     with open(log, "a") as out:
         out.write(f"kos: building Kubernetes {version} ({time.strftime('%Y-%m-%d %H:%M:%S')})\n")
         out.flush()
-        # (runpy warns that kos.local imported this module before it ran it as __main__)
+        # (runpy warns that kos_local imported this module before it ran it as __main__)
         proc = subprocess.Popen([sys.executable, "-W", "ignore::RuntimeWarning:runpy", "-m",
                                  __name__, version],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -529,7 +529,7 @@ def write_image(target, ref, spec, bindir):
         "config": {"Env": [f"PATH={IMAGE_PATH}"], "WorkingDir": "/",
                    **({"Entrypoint": spec["entrypoint"]} if "entrypoint" in spec else {})},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "kos.local.kubernetes"}],
+        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "kos_local.kubernetes"}],
     }
     config_blob = json.dumps(config, sort_keys=True).encode()
     config_name = hashlib.sha256(config_blob).hexdigest() + ".json"

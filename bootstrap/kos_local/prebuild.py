@@ -1,5 +1,5 @@
 """
-``python -m kos.local.prebuild``: build what the rehearsal cloud needs once per machine
+``python -m kos_local.prebuild``: build what the rehearsal cloud needs once per machine
 (the hosts' image, the cloud's image, the Terraform provider, Kubernetes from source for
 the kubeadm distribution) without bringing up a cloud.
 
@@ -13,9 +13,9 @@ import signal
 import sys
 import time
 
-from .. import ui
-from ..errors import EXIT_INTERRUPTED, KosError, PreflightError
-from ..ssh import take_interrupts
+from kos import ui
+from kos.errors import EXIT_INTERRUPTED, KosError, PreflightError
+from kos.ssh import take_interrupts
 from . import kubernetes, provider, rootfs
 from .openstack import image as cloud_image
 
