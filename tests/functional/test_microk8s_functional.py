@@ -1,6 +1,6 @@
 """
 The snap and microk8s execution and state modules through Salt's real loaders,
-against the stand-ins (tests/standins, held to the CLI reference part A).
+against the stand-ins (tests/standins, held to what the real snap and microk8s print).
 
 Two simulated nodes, each with its own stand-in root and loopback address; the
 cluster agents started here are stopped by pidfile when the module ends.
@@ -124,7 +124,9 @@ def test_status_and_addons_against_the_standin(nodes, on):
 
 def test_certificates_days_from_the_standins_check(nodes, on):
     salt = on(nodes["cp"])
-    # the stand-in's fresh certificates: a 10-year CA, 1-year server and proxy client (E.3)
+    # the stand-in's fresh certificates: a 10-year CA, 1-year server and proxy client, the
+    # lifetimes microk8s gives them (produce_certs and gen_server_cert in
+    # https://github.com/canonical/microk8s/blob/master/microk8s-resources/actions/common/utils.sh)
     days = salt.modules.microk8s.certificates()
     assert sorted(days) == ["ca.crt", "front-proxy-client.crt", "server.crt"]
     assert 3649 <= days["ca.crt"] <= 3650, days
@@ -197,7 +199,9 @@ def test_worker_joins_with_its_credential_which_is_then_revoked(nodes, on, tmp_p
     assert salt.modules.microk8s.is_worker() is True
     salt = on(cp)
     assert salt.modules.microk8s.nodes()["worker"]["role"] == "worker"
-    # a TTL token survives a join (reference A.7.3): it is revoked, not consumed
+    # a TTL token survives a join, a single-use one would be burned by it
+    # (https://microk8s.io/docs/command-reference#heading--microk8s-add-node, --token-ttl):
+    # it is revoked, not consumed
     token = published["connection"].split("/")[1]
     assert salt.modules.microk8s.token_valid(token, cp.snap_data)
     revoked = salt.states.microk8s.join_credentials_absent("creds", nodes=[WORKER_ID],

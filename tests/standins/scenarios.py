@@ -1,5 +1,5 @@
 """
-Scenarios of the kubeadm CLI reference (PART B) that run against any kubeadm: the
+Scenarios of kubeadm's command-line behaviour that run against any kubeadm: the
 stand-in (tests/standins/test_kubeadm_standin.py) and the real binary on the rehearsal
 cloud's kubeadm cluster (tests/e2e/test_standins_match_real.py), so the stand-in is held
 to the real thing with the very same assertions.
@@ -21,7 +21,9 @@ EXPIRY_ROW = r"[A-Z][a-z]{2} \d\d, \d{4} \d\d:\d\d UTC"
 
 
 def ca_hash(pem):
-    """The B.5 hash of a CA certificate, computed independently of any kubeadm."""
+    """The --discovery-token-ca-cert-hash of a CA certificate (sha256 over its public key info,
+    as https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-join/ defines it),
+    computed independently of any kubeadm."""
     cert = x509.load_pem_x509_certificate(pem)
     spki = cert.public_key().public_bytes(serialization.Encoding.DER,
                                           serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -159,9 +161,10 @@ def _discovery_failure(r, error):
 
 
 def join_failures(control_plane, joiner, endpoint):
-    """The B.6.3 failures of a worker join, tried from ``joiner``, a worker of the cluster:
-    preflight's findings on it are warnings (``--ignore-preflight-errors=all``) and each
-    case fails before anything is written."""
+    """The failures of a worker join
+    (https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-join/), tried from
+    ``joiner``, a worker of the cluster: preflight's findings on it are warnings
+    (``--ignore-preflight-errors=all``) and each case fails before anything is written."""
     h = ca_hash(control_plane.read("/etc/kubernetes/pki/ca.crt"))
     tok = control_plane.kubeadm("token", "create", "--ttl", "10m").stdout.strip()
     ignore = "--ignore-preflight-errors=all"

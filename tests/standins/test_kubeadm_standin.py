@@ -1,4 +1,4 @@
-"""Tests of the kubeadm/kubectl stand-ins against the CLI reference (PART B).
+"""Tests of the kubeadm/kubectl stand-ins against what the real kubeadm and kubectl print.
 
 Every simulated node gets its own root under tmp_path and its own loopback address;
 the stand-in API servers started here are killed by pidfile when the module ends.
@@ -314,7 +314,7 @@ kubeadm join {ep} --token {token} \\
 """
     assert normalized == expected
 
-    # B.9, first control plane
+    # the files of a first control plane
     for f in ["admin.conf", "super-admin.conf", "kubelet.conf", "controller-manager.conf",
               "scheduler.conf", "manifests/kube-apiserver.yaml",
               "manifests/kube-controller-manager.yaml", "manifests/kube-scheduler.yaml",
@@ -363,7 +363,7 @@ def test_config_mixed_with_flags_and_unknown_flag(cluster):
     assert r.stderr == "can not mix '--config' with arguments [pod-network-cidr token-ttl]\n" + HINT
     r = cluster.kubeadm("init", "--bogus")
     assert (r.returncode, r.stderr) == (1, "unknown flag: --bogus\n" + HINT)
-    # v1.34 prints an "error: " prefix (B.1.1)
+    # v1.34 prints an "error: " prefix before its message (seen in real runs)
     r = cluster.kubeadm("token", "delete", KOS_STANDIN_KUBE_VERSION="v1.34.0")
     assert r.returncode == 1
     assert r.stderr.startswith("error: missing argument; 'token delete' is missing token of form")
@@ -376,7 +376,8 @@ def test_version(cluster):
 
 
 # ---------------------------------------------------------------------------
-# certificates (D.6.1)
+# certificates
+# https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-certs/
 
 EXPIRY_ROW = scenarios.EXPIRY_ROW
 
@@ -458,7 +459,8 @@ def test_certs_renew_one_prints_one_line(cluster):
 
 
 # ---------------------------------------------------------------------------
-# tokens (B.4)
+# tokens
+# https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-token/
 
 def test_token_create_list_delete(cluster):
     scenarios.token_create_list_delete(cluster, f"{cluster.ip}:6443", str(cluster.config))
@@ -478,7 +480,8 @@ def test_v1beta3_config_warns_on_stderr(cluster, lab):
 
 
 # ---------------------------------------------------------------------------
-# join failures (B.6.3)
+# join failures
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/discovery/token/token.go
 
 def _hash(cluster):
     return ca_hash(cluster.path("/etc/kubernetes/pki/ca.crt"))
@@ -516,7 +519,8 @@ def test_join_connection_refused(lab):
 
 
 # ---------------------------------------------------------------------------
-# successful joins (B.6.2, B.9)
+# successful joins
+# https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-join/
 
 WORKER_RE = r"""\[preflight\] Running pre-flight checks
 \[preflight\] Reading configuration from the cluster\.\.\.
@@ -654,7 +658,7 @@ To start administering your cluster from this node, you need to run the followin
 
 Run 'kubectl get nodes' to see this node join the cluster.
 """)
-    # B.9: shared certs from the Secret, no super-admin.conf
+    # shared certs from the kubeadm-certs Secret, no super-admin.conf
     for f in ("pki/ca.key", "pki/sa.key", "pki/front-proxy-ca.key", "pki/etcd/ca.key",
               "pki/apiserver.crt", "admin.conf", "kubelet.conf", "manifests/etcd.yaml",
               "manifests/kube-apiserver.yaml"):
@@ -716,7 +720,8 @@ def test_kubectl_drain_delete_apply_get(cluster, worker, lab):
 
 
 # ---------------------------------------------------------------------------
-# reset (B.7)
+# reset
+# https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-reset/
 
 def test_reset_removes_files_and_is_idempotent(cluster, lab):
     w = lab.node("w-reset")
@@ -828,8 +833,9 @@ def test_dry_run_changes_no_file(lab):
 
 
 # ---------------------------------------------------------------------------
-# kubeadm upgrade (day-2 reference D.1-D.4): a 1.31.4 cluster of two control planes and a
-# worker, kubeadm moved to 1.32.1 by its package (packages.json)
+# kubeadm upgrade (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/):
+# a 1.31.4 cluster of two control planes and a worker, kubeadm moved to 1.32.1 by its
+# package (packages.json)
 
 UP_HEAD = ('[upgrade] Reading configuration from the "kubeadm-config" ConfigMap in namespace '
            '"kube-system"...\n'
@@ -874,7 +880,8 @@ def _pattern(text):
 
 
 def _staticpods(count, changed=True, etcd=True):
-    """The [upgrade/staticpods] block of D.2.3 for etcd and the three components."""
+    """The [upgrade/staticpods] block of a real `kubeadm upgrade apply` for etcd and the three
+    components."""
     text = '[upgrade/staticpods] Writing new Static Pod manifests to "/etc/kubernetes/tmp/kubeadm-upgraded-manifests{N}"\n'
     for comp in (["etcd"] if etcd else []) + ["kube-apiserver", "kube-controller-manager",
                                               "kube-scheduler"]:
@@ -1004,7 +1011,8 @@ def test_upgrade_plan_offline_with_a_newer_kubeadm_package(upgrade_cluster):
     r = cp1.kubeadm("upgrade", "plan")
     assert r.returncode == 0, r.stderr
     assert r.stdout == expected
-    # no internet: kubeadm falls back to its own version for both labels (D.1.3)
+    # no internet: kubeadm falls back to its own version for both labels
+    # (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/util/version.go)
     fetch = (KLOG_RE + r'could not fetch a Kubernetes version from the internet: unable to get '
              r'URL "https://dl\.k8s\.io/release/%s\.txt": .+\n' + KLOG_RE
              + r"falling back to the local client version: v1\.32\.1\n")
@@ -1079,7 +1087,8 @@ def test_upgrade_apply_moves_the_first_control_plane_then_skips_equal_manifests(
     # the new kubeadm-config, replicated to the second control plane's API server
     assert _stored_version(cp1) == "v1.32.1"
     assert _stored_version(cp1, server="https://%s:6443" % cp2.ip) == "v1.32.1"
-    # the kubelets are not touched (D.2.5)
+    # the kubelets are not touched: upgrading them is a step of its own in
+    # https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/
     assert set(_node_versions(cp1).values()) == {"v1.31.4"}
 
     # again: every manifest is equal, nothing is renewed or moved

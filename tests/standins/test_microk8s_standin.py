@@ -1,4 +1,5 @@
-"""Tests of the `snap`/`microk8s` stand-ins against shared/reference/cli-reference.md PART A.
+"""Tests of the `snap`/`microk8s` stand-ins against what the real snap and microk8s print (the
+microk8s paths named below are in https://github.com/canonical/microk8s).
 
 Every node is a directory under tmp_path used as KOS_STANDIN_ROOT, with its own 127.x.y.z
 address (KOS_STANDIN_IP); joins really go over HTTPS between the nodes' cluster agents.
@@ -26,7 +27,8 @@ from microk8s_standin import agent as standin_agent  # noqa: E402
 
 SNAP = str(STANDINS / "bin" / "snap")
 
-# A.3.2, verbatim (amd64 catalogue of the 1.31 track).
+# `microk8s status` of a fresh node, as scripts/wrappers/status.py prints it (amd64 catalogue of
+# the 1.31 track).
 FRESH_PRETTY = """\
 microk8s is running
 high-availability: no
@@ -61,7 +63,7 @@ addons:
     storage              # (core) Alias to hostpath-storage add-on, deprecated
 """
 
-# A.3.3, the part the reference shows.
+# The head of `microk8s status --format yaml` (print_yaml in scripts/wrappers/status.py).
 FRESH_YAML_HEAD = """\
 microk8s:
   running: True
@@ -119,7 +121,8 @@ high-availability:
   message: microk8s is not running. Use microk8s inspect for a deeper inspection.
 """
 
-# A.10.1 shipped template.
+# The shipped template,
+# https://github.com/canonical/microk8s/blob/master/microk8s-resources/certs/csr.conf.template
 CSR_TEMPLATE = """\
 [ req ]
 default_bits = 2048
@@ -291,7 +294,7 @@ def test_snap_install_list_refresh_remove(make_node):
     assert (r.returncode, r.stdout) == (0, "")
     assert r.stderr == "snap \"microk8s\" is already installed, see 'snap help refresh'\n"
 
-    # A.1.4 install state
+    # install state
     assert os.readlink(node.root / "var/snap/microk8s/current") == "8148"
     for rel in (
         "var/lock/ha-cluster", "var/lock/lite.lock", "var/lock/no-apiserver-proxy", "var/lock/no-etcd",
@@ -700,7 +703,7 @@ def test_worker_and_control_plane_join(make_node):
         "Connection failed. Failed to retrieve dqlite cluster nodes: the joining node ({}) is already known to dqlite (500).".format(b.ip),
     )
 
-    # remove-node (A.9)
+    # remove-node (scripts/wrappers/remove_node.py)
     r = a.mk("remove-node", "node-b")
     assert (r.returncode, r.stdout) == (
         1,
@@ -717,7 +720,7 @@ def test_worker_and_control_plane_join(make_node):
     assert (r.returncode, r.stdout) == (0, "")
     assert "node-c" not in a.mk("kubectl", "get", "nodes").stdout
 
-    # leave (A.8): departed member NotReady until remove-node
+    # leave (scripts/wrappers/leave.py): departed member NotReady until remove-node
     r = b.mk("leave")
     assert (r.returncode, r.stdout) == (0, "Generating new cluster certificates.\nWaiting for node to start.  \n")
     assert not b.data("var/lock/no-cert-reissue").exists()
@@ -816,7 +819,8 @@ def test_join_failures_and_token_semantics(make_node):
     assert r.stdout.splitlines()[-1] == "Connection failed. Not possible to join. This is not an HA MicroK8s cluster (501)."
     assert token.split("/")[1] not in a.data("credentials/cluster-tokens.txt").read_text()
 
-    # hostpath warning, then validation (A.7.1) and a refused connection (traceback, exit 1)
+    # hostpath warning, then validation (get_valid_connection_parts in
+    # scripts/wrappers/common/cluster/utils.py) and a refused connection (traceback, exit 1)
     (b.root / "var/snap/microk8s/common/default-storage").mkdir()
     r = b.mk("join", "node-a:25000/" + "a" * 32)
     assert (r.returncode, r.stdout) == (
@@ -904,7 +908,7 @@ def test_refresh_certs_and_config(make_node):
     r = peer.mk("join", node.join_string())
     assert r.returncode == 0, r.stdout
 
-    # config (A.11)
+    # config (microk8s-resources/wrappers/microk8s-config.wrapper)
     cfg = node.data("credentials/client.config").read_text()
     r = node.mk("config")
     assert r.stdout == cfg.replace("https://127.0.0.1:16443", "https://{}:16443".format(node.ip)) + "\n"
@@ -919,7 +923,9 @@ def _drop_to_nobody():
 
 
 # --------------------------------------------------------------------------- day 2: holds, cordon/drain, upgrades
-# Ground truth: shared/reference/cli-reference-day2.md E.1.3 (holds), D.5 (cordon/uncordon/drain), E.1/E.4.
+# Holds: https://snapcraft.io/docs/managing-updates; cordon/uncordon/drain:
+# https://kubernetes.io/docs/reference/kubectl/generated/kubectl_drain/; upgrades:
+# https://discuss.kubernetes.io/t/upgrading-a-microk8s-cluster/18239
 
 HELD_LIST = (
     "Name      Version  Rev   Tracking     Publisher    Notes\n"
@@ -1089,7 +1095,7 @@ def test_kubectl_cordon_uncordon_drain(make_node):
     assert (r.returncode, r.stdout, r.stderr) == (0, "node/node-a already cordoned\nnode/node-a drained\n", "")
     assert _assert_cordoned(_node_items(node)["node-a"]) == added
 
-    # errors (D.5.5, pflag): stderr, exit 1, nothing changed
+    # errors (kubectl's usage and pflag errors): stderr, exit 1, nothing changed
     usage = "error: USAGE: {0} NODE [flags]\nSee 'kubectl {0} -h' for help and examples\n"
     for verb in ("drain", "cordon", "uncordon"):
         r = kubectl(verb)
@@ -1150,8 +1156,9 @@ def test_refresh_of_a_stopped_node_reports_its_version_when_started(make_node):
 
 
 def test_rolling_upgrade_of_a_control_plane_and_a_worker(make_node):
-    """The documented per-node loop (E.1.1): control plane first, then the worker; drain and
-    uncordon issued on the control plane, the snap held throughout."""
+    """The per-node loop of https://discuss.kubernetes.io/t/upgrading-a-microk8s-cluster/18239
+    (control plane first, then the worker; drain and uncordon issued on the control plane), with
+    the snap held throughout."""
     cp, worker = make_node("node-a", 2), make_node("node-c", 4)
     write_hosts(cp, worker)
     for n in (cp, worker):
@@ -1175,7 +1182,8 @@ def test_rolling_upgrade_of_a_control_plane_and_a_worker(make_node):
     assert cp.mk("kubectl", "uncordon", "node-a").stdout == "node/node-a uncordoned\n"
     assert _node_rows(cp) == {"node-a": ("Ready", "v1.32.9"), "node-c": ("Ready", "v1.31.9")}
 
-    # the worker: drained from the control plane (kubectl on a worker only prints E.4's message)
+    # the worker: drained from the control plane (kubectl on a worker only prints
+    # microk8s-kubectl.wrapper's message)
     r = worker.mk("kubectl", "drain", "node-c", "--ignore-daemonsets", "--delete-emptydir-data")
     assert (r.returncode, r.stdout) == (
         0, "This MicroK8s deployment is acting as a node in a cluster. Please use the microk8s kubectl on the master.\n"
@@ -1206,13 +1214,14 @@ def test_rolling_upgrade_of_a_control_plane_and_a_worker(make_node):
     r = cp.mk("kubectl", "uncordon", "node-c")
     assert (r.returncode, r.stdout) == (0, "node/node-c already uncordoned\n")
 
-    # a worker that leaves turns NotReady on the control plane (A.8); cordoned: both in STATUS
+    # a worker that leaves turns NotReady on the control plane; cordoned: both in STATUS
     assert worker.mk("leave").returncode == 0
     assert cp.mk("kubectl", "cordon", "node-c").stdout == "node/node-c cordoned\n"
     assert _node_rows(cp)["node-c"] == ("NotReady,SchedulingDisabled", "v1.32.9")
 
 
-# --------------------------------------------------------------------------- dbctl (day-2 E.2)
+# --------------------------------------------------------------------------- dbctl
+# https://microk8s.io/docs/backup-restore
 
 DBCTL_HELP_HEAD = (
     "usage: microk8s dbctl [-h] [--debug] {restore,backup} ...\n\nbackup and restore the Kubernetes datastore.\n"

@@ -16,7 +16,8 @@ from tests.unit.conftest import load, utils
 microk8s = load("modules", "microk8s")
 snap = load("modules", "snap")
 
-# Reference A.3.3 (fresh 1.31 node), shortened to three addons.
+# `microk8s status --format yaml` of a fresh 1.31 node, shortened to three addons (print_yaml
+# in https://github.com/canonical/microk8s/blob/master/scripts/wrappers/status.py).
 FRESH_YAML = """microk8s:
   running: True
 high-availability:
@@ -316,7 +317,8 @@ def test_remove_token_takes_only_its_line(tmp_path):
 
 
 def test_certificates_from_refresh_certs_check(run_all):
-    # reference E.3: three lines, whole days, negative once expired
+    # `refresh-certs --check` prints three lines, whole days, negative once expired
+    # (https://microk8s.io/docs/command-reference#heading--microk8s-refresh-certs)
     run_all.return_value = result("The CA certificate will expire in 3649 days.\n"
                                   "The server certificate will expire in -3 days.\n"
                                   "The front proxy client certificate will expire in 364 days.\n")
@@ -339,23 +341,29 @@ def test_certificates_refuses_what_it_cannot_read(run_all):
         microk8s.certificates()
 
 
-# Reference A.1.3: `microk8s kubectl` on a node that joined as a worker, exit 0.
+# `microk8s kubectl` on a node that joined as a worker, exit 0:
+# https://github.com/canonical/microk8s/blob/master/microk8s-resources/wrappers/microk8s-kubectl.wrapper
 KUBECTL_ON_A_WORKER = ("This MicroK8s deployment is acting as a node in a cluster. "
                        "Please use the microk8s kubectl on the master.\n")
-# Reference D.5.2 (real v1.34.3 sample, node renamed)
+# A successful `kubectl drain` (a real v1.34.3 run, node renamed): cordoned, each eviction,
+# drained, as pkg/cmd/drain/drain.go and pkg/drain/drain.go of
+# https://github.com/kubernetes/kubectl/tree/v0.31.0 print them
 DRAINED_OUT = ("node/k8s-worker-1 cordoned\n"
                "evicting pod kube-system/calico-kube-controllers-7498b9bb4c-4zzpx\n"
                "pod/calico-kube-controllers-7498b9bb4c-4zzpx evicted\n"
                "node/k8s-worker-1 drained\n")
 DRAINED_ERR = ("Warning: ignoring DaemonSet-managed Pods: kube-system/calico-node-tmnqj, "
                "kube-system/kube-proxy-k7jpn\n")
-# Reference D.5.3: a Pod without controller; the first line on stdout, the rest on stderr.
+# A Pod without controller, refused as
+# https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/drain/filters.go says; the first line
+# on stdout, the rest on stderr.
 REFUSED_ERR = (
     'error: unable to drain node "k8s-worker-1" due to error: cannot delete cannot delete Pods '
     "that declare no controller (use --force to override): default/zingaboom, continuing "
     "command...\nThere are pending nodes to be drained:\n k8s-worker-1\ncannot delete cannot "
     "delete Pods that declare no controller (use --force to override): default/zingaboom\n")
-# Reference D.5.4: a PodDisruptionBudget keeps the Pod until --timeout.
+# A PodDisruptionBudget keeps the Pod until --timeout ("global timeout reached",
+# https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/drain/drain.go).
 TIMED_OUT_OUT = ("node/k8s-worker-1 cordoned\nevicting pod default/redis-1\n"
                  "evicting pod default/redis-1\n"
                  'There are pending pods in node "k8s-worker-1" when an error occurred: error '

@@ -543,7 +543,10 @@ def nodes(ready=True, version="v1.31.9", unschedulable=False, name=NODE):
                    "unschedulable": unschedulable}}
 
 
-# kubectl's exit-1 texts (reference D.5.3, D.5.4) as microk8s.drain raises them
+# kubectl's exit-1 texts as microk8s.drain raises them: a Pod without a controller
+# (pkg/drain/filters.go) and an eviction a PodDisruptionBudget holds until --timeout
+# (pkg/drain/drain.go), each reported by pkg/cmd/drain/drain.go, in
+# https://github.com/kubernetes/kubectl/tree/v0.31.0
 DRAIN_REFUSED = (
     f'error: unable to drain node "{NODE}" due to error: cannot delete cannot delete Pods that '
     "declare no controller (use --force to override): default/zingaboom, continuing command...\n"
@@ -672,7 +675,9 @@ def test_node_uncordoned_reports_kubectls_failure(m, test_mode):
 
 
 def test_node_uncordoned_fails_when_the_node_stays_cordoned(m, test_mode):
-    """`kubectl uncordon` exits 0 even when its patch fails (reference D.5.5)."""
+    """`kubectl uncordon` exits 0 even when its patch fails: RunCordonOrUncordon prints the
+    error and returns nil,
+    https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/cmd/drain/drain.go."""
     m["microk8s.nodes"].return_value = nodes(unschedulable=True)
     m["microk8s.uncordon"].return_value = ""
     ret = states.node_uncordoned(NODE)

@@ -11,7 +11,8 @@ from tests.unit.conftest import load, utils
 snap_mod = load("modules", "snap")
 snap_state = load("states", "snap")
 
-# Reference A.2.3 (non-TTY publisher form)
+# `snap list microk8s`, non-TTY publisher form
+# (https://github.com/canonical/snapd/blob/master/cmd/snap/cmd_list.go)
 LIST = (
     "Name      Version  Rev   Tracking     Publisher    Notes\n"
     "microk8s  v1.31.9  8148  1.31/stable  canonical**  classic\n"
@@ -113,7 +114,7 @@ def test_installed_predicted_on_a_node_without_snapd():
 
 
 def listed(notes):
-    """Reference A.2.3's table with ``notes`` in the Notes column."""
+    """The `snap list` table above with ``notes`` in the Notes column."""
     return LIST.replace("  classic\n", f"  {notes}\n")
 
 
@@ -135,7 +136,7 @@ def test_held_is_false_when_not_installed(run_all):
 
 
 def test_hold_and_unhold_args(run_all):
-    # reference E.1.3
+    # https://snapcraft.io/docs/managing-updates ("Pause or stop automatic updates")
     run_all.return_value = {"stdout": 'General refreshes of "microk8s" held indefinitely\n',
                             "stderr": "", "retcode": 0}
     assert snap_mod.hold("microk8s") == 'General refreshes of "microk8s" held indefinitely'

@@ -2,7 +2,8 @@
 
 Errors read like client-go's: `Get "https://10.0.0.10:6443/api/v1/...?timeout=10s": dial tcp
 10.0.0.10:6443: connect: connection refused`, because kubeadm and kubectl embed them in
-their own messages (B.6.3).
+their own messages (token discovery does:
+https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/discovery/token/token.go).
 """
 
 import errno

@@ -85,7 +85,8 @@ def os_error_text(e):
 
 
 # ---------------------------------------------------------------------------
-# preflight (B.8)
+# preflight: checks named and reported as
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/preflight/checks.go does
 
 def check_name(prefix, path):
     return prefix + "-" + path.replace("/", "-")
@@ -135,7 +136,8 @@ def root_check(ignore):
 
 
 def run_checks(checks, ignore):
-    """Print ignored failures as warnings (stderr), fail on the rest (B.8 layout)."""
+    """Print ignored failures as warnings (stderr), fail on the rest, in the layout of
+    https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/preflight/checks.go."""
     errors = []
     for name, msg in checks:
         if msg is None:
@@ -269,7 +271,10 @@ def new_certificate_key():
 
 
 def cert_token_record():
-    """The hidden token whose expiry drives the kubeadm-certs Secret (B.3)."""
+    """The hidden token whose expiry drives the kubeadm-certs Secret: the Secret's owner, so it
+    goes when the token expires:
+    https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/copycerts/copycerts.go
+    """
     return token_record(random_token(), env.cert_key_ttl(), usages=[], groups=[],
                         description=st.CERT_TOKEN_DESCRIPTION)
 

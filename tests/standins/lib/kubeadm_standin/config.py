@@ -1,4 +1,7 @@
-"""kubeadm configuration files: loading, API version checks, defaulting (B.1.2, B.2.1)."""
+"""kubeadm configuration files: loading, API version checks, defaulting, as
+https://kubernetes.io/docs/reference/config-api/kubeadm-config.v1beta4/ and
+https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/util/config/common.go
+describe them."""
 
 import copy
 

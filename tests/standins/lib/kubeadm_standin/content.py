@@ -12,7 +12,8 @@ PAUSE_IMAGE_TAG = "3.10"
 
 # constants.SupportedEtcdVersion of each kubeadm minor: Kubernetes minor -> etcd image tag.
 # From real runs: kubeadm 1.31 deploys 3.5.15-0, 1.32.1/1.32.9 plan 3.5.16-0 for 1.31 and
-# 1.32 targets, 1.33 3.5.21-0, 1.34.3 3.5.24-0 for 1.33 and 3.6.5-0 for 1.34 (day-2 D.1.3).
+# 1.32 targets, 1.33 3.5.21-0, 1.34.3 3.5.24-0 for 1.33 and 3.6.5-0 for 1.34 (the etcd row of
+# `kubeadm upgrade plan`).
 # Later patch releases of a minor sometimes bump these; the stand-in keeps one set per minor.
 ETCD_VERSIONS = {
     31: {29: "3.5.15-0", 30: "3.5.15-0", 31: "3.5.15-0"},

@@ -1,4 +1,6 @@
-"""`kubeadm certs check-expiration` and `kubeadm certs renew` (day-2 reference D.6.1-D.6.3).
+"""`kubeadm certs check-expiration` and `kubeadm certs renew`
+(https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-certs/,
+https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/certs.go).
 
 Reads the real certificate files the stand-in's init and join wrote (and the client
 certificates embedded in the kubeconfigs), and prints them the way kubeadm's text printer
@@ -18,7 +20,8 @@ KUBE_DIR = "/etc/kubernetes"
 PKI_DIR = KUBE_DIR + "/pki"
 DATE_FORMAT = "%b %d, %Y %H:%M UTC"  # Go's "Jan 02, 2006 15:04 MST" for a UTC time
 
-# (name, file relative to /etc/kubernetes, its CA): D.6.1's rows, in its fixed order.
+# (name, file relative to /etc/kubernetes, its CA): the rows of check-expiration, in its fixed
+# order.
 CERTIFICATES = (
     ("admin.conf", "admin.conf", "ca"),
     ("apiserver", "pki/apiserver.crt", "ca"),
@@ -39,7 +42,7 @@ AUTHORITIES = (
 )
 FALLBACK = ("[check-expiration] Error reading configuration from the Cluster. "
             "Falling back to default configuration")
-# D.6.2: what `renew` prints for each certificate, in D.6.1's order.
+# what `renew` prints for each certificate ("<long name> renewed"), in check-expiration's order.
 LONG_NAMES = {
     "admin.conf": "certificate embedded in the kubeconfig file for the admin to use and for "
                   "kubeadm itself",

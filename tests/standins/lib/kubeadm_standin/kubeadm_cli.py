@@ -50,7 +50,8 @@ RESET = [Flag("force", "bool", short="f"), Flag("ignore-preflight-errors", "slic
 
 VERSION = [Flag("output", short="o", default="")]
 
-# D.1.1, D.2.1, D.3.1
+# the flags of `kubeadm upgrade plan|apply|node`
+# (https://github.com/kubernetes/kubernetes/tree/v1.31.0/cmd/kubeadm/app/cmd/upgrade)
 UPGRADE_COMMON = [Flag("config"), Flag("kubeconfig"), Flag("ignore-preflight-errors", "slice")]
 UPGRADE_ALLOW = [Flag("allow-experimental-upgrades", "bool"),
                  Flag("allow-release-candidate-upgrades", "bool"), Flag("print-config", "bool")]
@@ -64,7 +65,8 @@ UPGRADE_NODE = UPGRADE_COMMON + [
 UPGRADE_APPLY = UPGRADE_NODE + UPGRADE_ALLOW + [
     Flag("yes", "bool", short="y"), Flag("force", "bool", short="f")]
 
-# D.6.3: what `kubeadm certs renew` takes
+# what `kubeadm certs renew` takes
+# (https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-certs/)
 RENEW_NAMES = ("admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client",
                "controller-manager.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server",
                "front-proxy-client", "scheduler.conf", "super-admin.conf", "all")
@@ -106,7 +108,8 @@ FLAGS = {
     ("upgrade", "node"): UPGRADE_NODE,
 }
 
-# B.2.2 isAllowedFlag: what may accompany --config
+# what may accompany --config: isAllowedFlag in
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/apis/kubeadm/validation/validation.go
 _ALLOWED_WITH_CONFIG = {"config", "ignore-preflight-errors", "dry-run", "kubeconfig",
                         "node-name", "kubeconfig-dir", "upload-certs", "print-join-command",
                         "rootfs", "v", "log-file"}
@@ -177,7 +180,8 @@ def cmd_version(args):
 
 
 # ---------------------------------------------------------------------------
-# token (B.4)
+# token (https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-token/,
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/token.go)
 
 def _join_command(kc, token, certificate_key=None):
     """joinCommand() with the continuation lines removed (RunCreateToken)."""
@@ -274,7 +278,7 @@ def cmd_token_list(args):
         if fmt == "yaml":
             sys.stdout.write(yamlish.dump(_token_output_object(tok)))
             continue
-        # formatBootstrapToken + one tabwriter per token (B.4.2)
+        # formatBootstrapToken + one tabwriter per token (cmd/token.go)
         ttl, expires = "<forever>", "<never>"
         if tok.get("expires") is not None:
             ttl = gofmt.short_human_duration(tok["expires"] - now)
@@ -319,7 +323,9 @@ def cmd_token_generate(args):
 
 
 # ---------------------------------------------------------------------------
-# init phase upload-certs (B.3)
+# init phase upload-certs
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/phases/init/uploadcerts.go
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/copycerts/copycerts.go
 
 def cmd_upload_certs(args):
     values, set_names, _ = parse_for(["init", "phase", "upload-certs"], args)

@@ -1,4 +1,6 @@
-"""`kubeadm init` (B.2, B.8, B.9): files of the first control plane and its API server."""
+"""`kubeadm init`: files of the first control plane and its API server, phase by phase as
+https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-init/#init-workflow
+describes them."""
 
 import os
 import random
@@ -268,7 +270,8 @@ def cmd_init(args, parse_for, validate_mixed):
         env.out("[kubelet-start] Starting the kubelet")
         if env.take_fault("init-killed-after-control-plane"):
             # what an init killed while it waits for the control plane leaves: every file
-            # up to kubelet-start, nothing uploaded, no API server (reference B.2.3)
+            # up to kubelet-start, nothing uploaded, no API server (the phase order of
+            # https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-init/#init-workflow)
             if not kubelet_conf_existed:
                 common.write_kubelet_client(
                     node["name"], os.path.join(pki_dir, "ca.crt"), os.path.join(pki_dir, "ca.key"),

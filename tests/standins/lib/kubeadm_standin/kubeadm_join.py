@@ -1,4 +1,5 @@
-"""`kubeadm join` (B.6, B.8, B.9): token discovery, TLS bootstrap, control-plane join."""
+"""`kubeadm join`: token discovery, TLS bootstrap, control-plane join
+(https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-join/)."""
 
 import binascii
 import os
@@ -134,7 +135,8 @@ class JoinSpec:
 
 
 # ---------------------------------------------------------------------------
-# discovery (B.6.3, discovery/token/token.go)
+# discovery
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/discovery/token/token.go
 
 def _check_pins(hashes):
     pins = set()
@@ -464,7 +466,8 @@ def cmd_join(args, parse_for, validate_mixed):
     external = config.external_etcd(cc)
     if not external and env.take_fault("join-fails-at-etcd"):
         # the etcd member add fails (etcd refuses it while unhealthy): the node is already
-        # registered and kubelet.conf written (kubelet-start comes first, reference B.6.2)
+        # registered and kubelet.conf written (kubelet-start comes before control-plane-join:
+        # https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-join/)
         raise common.phase_failure("control-plane-join/etcd", "error creating local etcd "
                                    "static pod manifest file: etcdserver: unhealthy cluster")
     try:

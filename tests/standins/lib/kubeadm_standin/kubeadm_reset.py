@@ -1,4 +1,6 @@
-"""`kubeadm reset` (B.7): undo init/join on this node; idempotent on a clean node."""
+"""`kubeadm reset`: undo init/join on this node; idempotent on a clean node
+(https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-reset/,
+https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/reset.go)."""
 
 import os
 import shutil

@@ -1,4 +1,6 @@
-"""`kubeadm upgrade plan|apply|node` (day-2 reference D.0-D.3, version policy D.2.4).
+"""`kubeadm upgrade plan|apply|node`, as
+https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/ describes them and
+https://github.com/kubernetes/kubernetes/tree/v1.31.0/cmd/kubeadm/app/cmd/upgrade implements them.
 
 What the stand-in models:
 
@@ -9,9 +11,11 @@ What the stand-in models:
   stand-in keeps the image of each static Pod in the Node record (`staticPods`), set at
   init/join and updated when an upgrade moves a new manifest in (the kubelet's part).
 * There is no internet: `plan` without a version prints kubeadm's klog warnings and falls
-  back to its own version for every release label (D.1.3), like an air-gapped host.
+  back to its own version for every release label, like an air-gapped host
+  (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/util/version.go).
 * The CreateJob health check passes when a schedulable node is Ready (no Pod runs); with no
-  schedulable node it is skipped with kubeadm's klog warning (D.1.5).
+  schedulable node it is skipped with kubeadm's klog warning
+  (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/upgrade/health.go).
 * Nothing waits: the kubelet "restarts" a component as soon as its manifest moves.
 """
 
@@ -116,7 +120,8 @@ def _client_version():
 
 def _offline_label(label):
     """kubernetesReleaseVersion for a label without internet: two klog warnings, then
-    kubeadm's own version (the air-gapped fallback, D.1.3)."""
+    kubeadm's own version (the air-gapped fallback of
+    https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/util/version.go)."""
     url = "https://dl.k8s.io/release/%s.txt" % label
     line = 108 if env.minor() >= 34 else 109
     gofmt.klog("W", "version.go:%d" % line,
@@ -226,7 +231,8 @@ def _without_prefix(failure, prefix="error execution phase preflight: ", replace
 
 
 # ---------------------------------------------------------------------------
-# health checks (D.1.5)
+# health checks
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/upgrade/health.go
 
 def _health_checks(api, ignore, plan=False):
     env.out("[upgrade] Running cluster health checks")
@@ -273,7 +279,8 @@ def _health_checks(api, ignore, plan=False):
 
 
 # ---------------------------------------------------------------------------
-# version policy (D.2.4, policy.go EnforceVersionPolicies)
+# version policy: EnforceVersionPolicies in
+# https://github.com/kubernetes/kubernetes/blob/v1.32.1/cmd/kubeadm/app/phases/upgrade/policy.go
 
 def _kubelet_versions(nodes):
     """{kubelet version: [node names]} in the API's node order."""
@@ -374,7 +381,8 @@ def _confirm():
 
 
 # ---------------------------------------------------------------------------
-# static Pod upgrade (D.2.5, phases/upgrade/staticpods.go)
+# static Pod upgrade
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/upgrade/staticpods.go
 
 class _Rollback(Exception):
     pass
@@ -600,7 +608,9 @@ def _dry_run_manifests(cc, node):
 # phases shared by apply and node
 
 def _kubelet_config_phase(api, cc):
-    """Back up /var/lib/kubelet/config.yaml, write it again from kubelet-config (D.2.3)."""
+    """Back up /var/lib/kubelet/config.yaml, write it again from kubelet-config, as
+    https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/upgrade/postupgrade.go
+    does."""
     parent = env.host(TMP)
     os.makedirs(parent, exist_ok=True)
     real = _go_temp_dir(parent, "kubeadm-kubelet-config")
@@ -696,7 +706,8 @@ def _skip(values, set_names, ucfg):
 
 
 # ---------------------------------------------------------------------------
-# kubeadm upgrade apply (D.2)
+# kubeadm upgrade apply
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/upgrade/apply.go
 
 def cmd_apply(args, parse_for):
     values, set_names, pos = parse_for(["upgrade", "apply"], args)
@@ -793,7 +804,7 @@ def cmd_apply(args, parse_for):
         env.out('[kubelet] Creating a ConfigMap "kubelet-config" in namespace kube-system with the '
                 'configuration for the kubelets in the cluster')
     if "kubeconfig" not in skip:
-        # 1.32 prints "upgrad" (sic), fixed in 1.33 (real runs, D.2.3)
+        # 1.32 prints "upgrad" (sic), fixed in 1.33 (seen in real runs)
         env.out("[%s/kubeconfig] The kubeconfig files for this node were successfully upgraded!"
                 % ("upgrad" if env.minor() <= 32 else "upgrade"))
     if "kubelet-config" not in skip:
@@ -811,7 +822,8 @@ def cmd_apply(args, parse_for):
 
 
 # ---------------------------------------------------------------------------
-# kubeadm upgrade node (D.3)
+# kubeadm upgrade node
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/upgrade/node.go
 
 def cmd_node(args, parse_for):
     values, set_names, pos = parse_for(["upgrade", "node"], args)
@@ -879,7 +891,8 @@ def cmd_node(args, parse_for):
 
 
 # ---------------------------------------------------------------------------
-# kubeadm upgrade plan (D.1)
+# kubeadm upgrade plan
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/upgrade/plan.go
 
 def _component_versions(nodes, cc, external):
     """{component: {version: [node names]}} from the mirror Pods of the control planes."""

@@ -390,7 +390,7 @@ SYSTEM_CONFIGMAPS = (("kube-system", "kubeadm-config"), ("kube-system", "kubelet
 
 def _system_objects(cluster, kind):
     """Objects kubeadm and the kubelets create, which `kubectl apply` never saw: the
-    ConfigMaps init uploads (B.2.3) and the mirror Pods of the stacked etcd members, one per
+    ConfigMaps init uploads (upload-config) and the mirror Pods of the stacked etcd members, one per
     member, as kubeadm's static Pod `etcd-<node>` (kubeadm reads its etcd endpoints from
     them)."""
     objs = []
@@ -621,8 +621,9 @@ def cmd_drain(cluster, values, pos):
 
 
 def _evict(cluster, node):
-    """Evict the Pods bound to `node` (D.5.2) that drain does not leave: applied Pods whose
-    spec.nodeName is the node, except DaemonSet Pods and static Pods' mirrors."""
+    """Evict the Pods bound to `node` that drain does not leave: applied Pods whose
+    spec.nodeName is the node, except DaemonSet Pods and static Pods' mirrors (the filters of
+    https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/drain/filters.go)."""
     objects = cluster.call("GET", "/kos/v1/objects", verb="drain")
     for key, entry in sorted(objects.items()):
         pod = entry["object"]

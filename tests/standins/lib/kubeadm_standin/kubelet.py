@@ -3,7 +3,9 @@
 No kubelet runs next to the stand-ins.  The kubelet a node registers at `kubeadm init` or
 `kubeadm join` reports the version of the node's kubelet package (env.py: packages.json,
 else KOS_STANDIN_KUBE_VERSION), and it keeps reporting that version until it is restarted,
-as a real kubelet does after `apt-get install kubelet=...` (day-2 reference D.2.5, D.4.1).
+as a real kubelet does after `apt-get install kubelet=...` until it is restarted
+("Upgrade kubelet and kubectl" in
+https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/).
 This command is the restart: it reads the kubelet package's version now installed and
 reports it, with Ready, for this node (the name in kubelet.conf's client certificate),
 authenticating with kubelet.conf like the kubelet.  A node object that was deleted is

@@ -162,9 +162,10 @@ def public_key_pem(key_pem):
 
 
 def ca_cert_hash(cert_pem):
-    """`sha256:<hex>` over the DER SubjectPublicKeyInfo of `cert_pem` (kubeadm pubkeypin.Hash).
+    """`sha256:<hex>` over the DER SubjectPublicKeyInfo of `cert_pem` (kubeadm pubkeypin.Hash,
+    https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/util/pubkeypin/pubkeypin.go).
 
-    `openssl pkey` rather than `openssl rsa`, which yields nothing for an ECDSA key (B.5).
+    `openssl pkey` rather than `openssl rsa`, which yields nothing for an ECDSA key.
     """
     pub_pem = _openssl(["x509", "-noout", "-pubkey"], cert_pem)
     der = _openssl(["pkey", "-pubin", "-outform", "der"], pub_pem)

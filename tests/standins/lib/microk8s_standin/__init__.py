@@ -1,8 +1,9 @@
 """Test stand-ins for the `snap` and `microk8s` CLIs (kos project).
 
-Ground truth for every message, exit code and file: shared/reference/cli-reference.md, PART A,
-and for day-2 operations shared/reference/cli-reference-day2.md (D.5 kubectl drain/cordon/
-uncordon, E.1 snap refresh and holds, E.4).
+Every message, exit code and file follows the snap's own scripts
+(https://github.com/canonical/microk8s: microk8s-resources/wrappers, scripts/wrappers), snapd's
+`snap` client (https://github.com/canonical/snapd/tree/master/cmd/snap) and, for
+cordon/uncordon/drain, kubectl (https://github.com/kubernetes/kubectl/tree/v0.31.0/pkg/drain).
 Kubernetes does not run here; only the CLI surface, the state files and the cluster-agent
 join protocol (HTTPS on the node's cluster-agent address) are reproduced.
 
@@ -24,7 +25,8 @@ Conventions other code relies on:
 
 Day-2 behaviour (rolling upgrades):
 
-* ``snap refresh --hold[=DURATION] [microk8s]`` / ``snap refresh --unhold [microk8s]`` (E.1.3):
+* ``snap refresh --hold[=DURATION] [microk8s]`` / ``snap refresh --unhold [microk8s]``
+  (https://snapcraft.io/docs/managing-updates):
   a per-snap hold is stored in the install record ($ROOT/var/lib/snapd/kos-standin/microk8s.json)
   as ``"hold": "forever"`` or an RFC 3339 expiry in the local zone; while it has not expired,
   ``snap list`` shows ``classic,held`` in Notes.  Without snap names the system-wide auto-refresh
@@ -32,7 +34,7 @@ Day-2 behaviour (rolling upgrades):
   parsed like Go's time.ParseDuration; --hold takes a value only as ``--hold=V``; with any other
   refresh flag (--channel included) it is refused.  An explicit ``snap refresh microk8s
   --channel=...`` still refreshes a held snap and keeps the hold.
-* ``microk8s kubectl cordon|uncordon|drain NODE...`` (D.5): sets/clears ``unschedulable`` on the
+* ``microk8s kubectl cordon|uncordon|drain NODE...``: sets/clears ``unschedulable`` on the
   node entry through the replicated datastore (``unschedulable_since`` is the taint's timeAdded).
   ``get nodes`` shows ``Ready,SchedulingDisabled``; ``-o json`` a ``spec`` with
   ``unschedulable: true`` and the ``node.kubernetes.io/unschedulable:NoSchedule`` taint.  The

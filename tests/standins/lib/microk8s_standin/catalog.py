@@ -1,8 +1,9 @@
-"""Snap versions per track and the addon catalogues (reference A.2, A.4)."""
+"""Snap versions per track and the addon catalogues (the addons.yaml of
+https://github.com/canonical/microk8s-core-addons)."""
 
 import platform
 
-# track -> (version, revision).  1.31 and 1.32 are from the brief/reference (A.2.3);
+# track -> (version, revision).  1.31 and 1.32 are sample values of those tracks;
 # the 1.33/1.34 versions and revisions are invented but plausible (constructed).
 TRACKS = {
     "1.31": ("v1.31.9", 8148),
@@ -47,7 +48,8 @@ _CORE_131 = [
 ]
 _AMD64_ONLY = {"nvidia", "gpu"}
 
-# Version bumps known for 1.34 (A.4.1); 1.32/1.33 reuse the 1.31 values (approximation).
+# Version bumps known for 1.34 (microk8s-core-addons' addons.yaml); 1.32/1.33 reuse the 1.31
+# values (approximation).
 _VERSION_OVERRIDES = {
     "1.34": {
         "dns": "1.12.3",

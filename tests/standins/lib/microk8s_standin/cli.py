@@ -1,4 +1,5 @@
-"""`microk8s` dispatch (microk8s.wrapper, A.1.1) and the snap app aliases `microk8s.<cmd>`."""
+"""`microk8s` dispatch (microk8s-resources/wrappers/microk8s.wrapper of
+https://github.com/canonical/microk8s) and the snap app aliases `microk8s.<cmd>`."""
 
 import importlib
 import os

@@ -76,7 +76,7 @@ def fresh(version, resources=None):
 
 def assign_roles(ds):
     """3 voters, then up to 3 standbys, the rest spares; below 3 members only the first votes
-    (a 2-member cluster has a spare, A.3.2)."""
+    (a 2-member cluster has a spare)."""
     members = ds["members"]
     for i, m in enumerate(members):
         if len(members) < 3:

@@ -1,4 +1,4 @@
-"""Install-time layout of the microk8s snap (install hook + configure, A.1.4)."""
+"""Install-time layout of the microk8s snap (what its install and configure hooks leave)."""
 
 import os
 import shutil

@@ -1,6 +1,7 @@
-"""`microk8s enable|disable` (A.5): enable.py/disable.py, common/utils.py xable and the addon
-scripts.  Addon effects on Kubernetes are the resource names `kubectl get all` would list; they
-live in the replicated datastore so every control-plane node sees them."""
+"""`microk8s enable|disable`: enable.py/disable.py, common/utils.py xable (in
+https://github.com/canonical/microk8s/tree/master/scripts/wrappers) and the addon scripts.
+Addon effects on Kubernetes are the resource names `kubectl get all` would list; they live in
+the replicated datastore so every control-plane node sees them."""
 
 import contextlib
 import fcntl
@@ -301,7 +302,7 @@ def helm_disable(args):
 
 
 def ha_enable(args):
-    # (constructed) switching back from etcd is not exercised by the reference.
+    # (constructed) switching back from etcd is not modelled on the real script.
     common.out("Enabling HA", "Upgrading the network CNI", "Waiting for the changes to apply", "HA enabled")
     common.touch(common.lock("ha-cluster"), 0o700)
     for name in ("no-etcd", "no-flanneld"):
@@ -667,7 +668,7 @@ def _generic_resources(addon):
 
 
 def generic(addon, action):
-    """(constructed) addons whose scripts the reference does not describe."""
+    """(constructed) addons whose scripts the stand-in does not imitate."""
     title = addon["name"]
 
     def script(args):

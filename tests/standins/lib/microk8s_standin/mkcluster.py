@@ -1,4 +1,5 @@
-"""`microk8s add-node | join | leave | remove-node` (A.6-A.9)."""
+"""`microk8s add-node | join | leave | remove-node` (add_token.py, join.py, leave.py and
+remove_node.py in https://github.com/canonical/microk8s/tree/master/scripts/wrappers)."""
 
 import argparse
 import hashlib

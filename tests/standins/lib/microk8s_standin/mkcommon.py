@@ -1,4 +1,6 @@
-"""Guards (A.1.2/A.1.3), readiness and addon status shared by the microk8s subcommands."""
+"""Guards (the exit_if_* functions of microk8s-resources/actions/common/utils.sh and the
+wrappers' worker-node checks, in https://github.com/canonical/microk8s), readiness and addon
+status shared by the microk8s subcommands."""
 
 import getpass
 import json

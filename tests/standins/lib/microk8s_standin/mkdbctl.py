@@ -1,4 +1,5 @@
-"""`microk8s dbctl` (day-2 E.2): backup and restore of the Kubernetes datastore.
+"""`microk8s dbctl`: backup and restore of the Kubernetes datastore
+(https://microk8s.io/docs/backup-restore).
 
 Mirrors microk8s-dbctl.wrapper + scripts/wrappers/dbctl.py: the guards run before argparse
 (worker node -> exit 1; no kine socket or no ha-cluster lock -> exit 10), then
@@ -15,7 +16,7 @@ stand-in keeps in its datastore (constructed layout):
     <name>/registry/minions/<node>.json   one file per Node (the datastore's node entry)
     <name>/registry/kos-standin/all.json  the `kubectl get all` objects (addon resources)
 
-Nothing else: no dqlite membership, certificates, args or addon state files (E.2.4).  A restore
+Nothing else: no dqlite membership, certificates, args or addon state files.  A restore
 replaces the nodes and resources of the running datastore with the backup's and replicates the
 result to the other control-plane members, like any other datastore write.  A missing or
 unreadable archive raises out of tarfile (traceback, exit 1), as the real script does; an archive

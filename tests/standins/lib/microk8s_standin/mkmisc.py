@@ -1,10 +1,13 @@
-"""`microk8s config | kubectl | version | refresh-certs | start | stop` (A.10-A.15).
+"""`microk8s config | kubectl | version | refresh-certs | start | stop` (their wrappers and
+scripts in https://github.com/canonical/microk8s).
 
 `microk8s kubectl` understands `get nodes` (table, -o wide|name|json), `get all`, `delete node`,
-and `cordon`/`uncordon`/`drain` (day-2 D.5): the node entry's ``unschedulable`` flag is set or
-cleared through the replicated datastore; a cordoned node shows STATUS `Ready,SchedulingDisabled`
-and `spec.unschedulable`/the `node.kubernetes.io/unschedulable:NoSchedule` taint.  The datastore
-holds no Pods, so a drain evicts nothing and never refuses.
+and `cordon`/`uncordon`/`drain` (kubectl's:
+https://kubernetes.io/docs/reference/kubectl/generated/kubectl_drain/): the node entry's
+``unschedulable`` flag is set or cleared through the replicated datastore; a cordoned node shows
+STATUS `Ready,SchedulingDisabled` and `spec.unschedulable`/the
+`node.kubernetes.io/unschedulable:NoSchedule` taint.  The datastore holds no Pods, so a drain
+evicts nothing and never refuses.
 """
 
 import datetime
@@ -116,7 +119,7 @@ def node_status_column(n):
 
 
 def node_object(n):
-    """A.12 node document (constructed shape, microk8s labels)."""
+    """`kubectl get nodes -o json` node document (constructed shape, microk8s labels)."""
     role_label = (
         ("node.kubernetes.io/microk8s-worker", "microk8s-worker")
         if n["role"] == "worker"
@@ -240,7 +243,9 @@ def kubectl(argv):
     return 1
 
 
-# kubectl cordon/uncordon/drain flags (D.5.1): name -> kind (bool, duration, int, string).
+# kubectl cordon/uncordon/drain flags
+# (https://kubernetes.io/docs/reference/kubectl/generated/kubectl_drain/):
+# name -> kind (bool, duration, int, string).
 NODE_VERBS = {
     "cordon": {"selector": "string", "dry-run": "string"},
     "uncordon": {"selector": "string", "dry-run": "string"},
@@ -339,9 +344,10 @@ def _parse_node_verb(verb, argv):
 
 
 def cordon_drain(verb, argv):
-    """kubectl cordon/uncordon/drain NODE... (D.5): the named nodes must all exist (the resource
-    builder stops at the first NotFound before anything changes); then each is cordoned (or
-    uncordoned), and drain prints `node/<n> drained` per node after all cordon lines."""
+    """kubectl cordon/uncordon/drain NODE... (pkg/cmd/drain/drain.go of
+    https://github.com/kubernetes/kubectl/tree/v0.31.0): the named nodes must all exist (the
+    resource builder stops at the first NotFound before anything changes); then each is cordoned
+    (or uncordoned), and drain prints `node/<n> drained` per node after all cordon lines."""
     try:
         values, names = _parse_node_verb(verb, argv)
         if values.get("selector"):

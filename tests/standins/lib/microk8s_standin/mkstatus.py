@@ -1,4 +1,5 @@
-"""`microk8s status` (A.3): microk8s-status.wrapper + scripts/wrappers/status.py."""
+"""`microk8s status`: microk8s-status.wrapper + scripts/wrappers/status.py of
+https://github.com/canonical/microk8s."""
 
 import argparse
 

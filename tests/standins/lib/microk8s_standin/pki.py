@@ -1,4 +1,5 @@
-"""Certificates made with the openssl CLI, as produce_certs/gen_server_cert do (A.6.1, A.10)."""
+"""Certificates made with the openssl CLI, as produce_certs/gen_server_cert do
+(https://github.com/canonical/microk8s/blob/master/microk8s-resources/actions/common/utils.sh)."""
 
 import base64
 import datetime
@@ -10,7 +11,8 @@ import subprocess
 
 from . import common, netinfo
 
-# Shipped microk8s-resources/certs/csr.conf.template, byte for byte (A.10.1).
+# Shipped microk8s-resources/certs/csr.conf.template, byte for byte:
+# https://github.com/canonical/microk8s/blob/master/microk8s-resources/certs/csr.conf.template
 CSR_CONF_TEMPLATE = """[ req ]
 default_bits = 2048
 prompt = no

@@ -1,6 +1,8 @@
-"""`snap` stand-in: install/refresh/remove/list/start/stop/restart of the microk8s snap (A.2, E.1).
+"""`snap` stand-in: install/refresh/remove/list/start/stop/restart of the microk8s snap, as
+https://github.com/canonical/snapd/tree/master/cmd/snap does them.
 
-Refresh holds (E.1.3, snapd >= 2.58): `snap refresh --hold[=DURATION] [microk8s]` and
+Refresh holds (snapd >= 2.58, https://snapcraft.io/docs/managing-updates):
+`snap refresh --hold[=DURATION] [microk8s]` and
 `snap refresh --unhold [microk8s]`.  A per-snap ("general") hold is kept in the install record
 as ``"hold": "forever"`` or an RFC 3339 expiry; while it is in effect `snap list` adds `held` to
 the Notes (`classic,held`, snapd notes.go).  A hold without snap names (auto-refresh of all
@@ -289,8 +291,10 @@ def cmd_refresh(args):
     )
     if opts.get("hold") == "":
         del opts["hold"]  # `--hold=` leaves the option unset, as go-flags does
-    # E.1.3: --hold/--unhold take no other flag (snapd's otherFlags; the channel and mode
-    # flags too, per the reference).  --no-wait is the wait mixin's, not a refresh option.
+    # --hold/--unhold take no other flag (otherFlags in
+    # https://github.com/canonical/snapd/blob/master/cmd/snap/cmd_snap_op.go; the stand-in also
+    # refuses the channel and mode flags with them).  --no-wait is the wait mixin's, not a
+    # refresh option.
     others = [k for k in opts if k not in ("hold", "unhold", "no-wait")]
     if "hold" in opts and ("unhold" in opts or others):
         raise SnapError("cannot use --hold with other flags")
