@@ -9,6 +9,7 @@ for it alone.
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -389,6 +390,50 @@ def test_a_rebuilt_first_control_plane_is_refused_before_anything_changes(
         assert "kos-orch-deploy-first-control-plane" not in by_id(steps)
     finally:
         aside.rename(binary)
+        salt_cli.run("saltutil.refresh_modules", "async=False", minion_tgt=cp)
+    ret, steps = orchestrate(salt_run)
+    assert ret.returncode == 0 and highstated(steps) == {}, json.dumps(steps, default=str)[:4000]
+
+
+# Every job that changes a minion which orch.deploy could start.
+CHANGING = ["saltutil.sync_*", "saltutil.refresh_pillar", "state.*", "kos.learn_members",
+            "kos.prepare_converge", "mine.update"]
+
+
+def changing_jobs(salt_run):
+    """The jids of every job in the master's job cache that changes a minion."""
+    ret = salt_run.run("jobs.list_jobs", f"search_function={json.dumps(CHANGING)}")
+    assert ret.returncode == 0, ret
+    return set(ret.data or {})
+
+
+def test_deploy_in_test_mode_changes_no_minion_even_to_plan(
+        deployed, salt_run, salt_cli, deployment, host_roots):
+    """k8s-cp-1 answers without kos's modules, as a new server does, while the workers are
+    joined. Planning it once synced its modules and refreshed its pillar while the
+    orchestration rendered, even under test=True; now the plan takes it for a new server,
+    and the run in test mode starts no job that changes a minion: no sync, no refresh, no
+    state run. Its modules stay where they were: not there."""
+    cp = deployment.fqdn("k8s-cp-1")
+    ext = Path(salt_cli.run("config.get", "extension_modules", minion_tgt=cp).data)
+    aside = ext.with_name(ext.name + ".kos-aside")
+    ext.rename(aside)
+    try:
+        assert salt_cli.run("saltutil.refresh_modules", "async=False",
+                            minion_tgt=cp).returncode == 0
+        before, files = changing_jobs(salt_run), tree_snapshot(host_roots)
+        ret, steps = orchestrate(salt_run, test=True)
+        assert ret.returncode != 0
+        assert list(step_results(steps)) == ["kos-orch-deploy-first-control-plane-lost"], steps
+        name = next(iter(steps.values()))["name"]
+        assert name.startswith(f"the first control plane {cp} answered without kos's "
+                               "modules, as a new server does"), name
+        assert changing_jobs(salt_run) == before
+        assert not ext.exists()
+        assert tree_snapshot(host_roots) == files
+    finally:
+        shutil.rmtree(ext, ignore_errors=True)  # what a sync while rendering put back
+        aside.rename(ext)
         salt_cli.run("saltutil.refresh_modules", "async=False", minion_tgt=cp)
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0 and highstated(steps) == {}, json.dumps(steps, default=str)[:4000]
