@@ -13,6 +13,8 @@ the CCM's descriptions), Cinder CSI volumes with metadata
 ``--cluster-name``/``--cluster`` set to the kos cluster name for that to find them.
 """
 
+import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -39,11 +41,77 @@ def cluster_tag(cluster):
     return f"kos-cluster={cluster}"
 
 
+def _config_files():
+    """clouds.yaml's candidates in openstacksdk's order, OS_CLIENT_CONFIG_FILE first (its
+    loader's own list: https://opendev.org/openstack/openstacksdk/src/branch/master/openstack/config/loader.py),
+    each with why it was not read: absent, or unreadable and skipped as the loader skips it."""
+    import yaml
+    from openstack.config import loader
+
+    override = os.environ.get("OS_CLIENT_CONFIG_FILE")
+    for path in ([override] if override else []) + loader.CONFIG_FILES:
+        if not os.path.exists(path):
+            yield path, "absent"
+            continue
+        try:
+            with open(path) as fh:
+                (json.load if path.endswith("json") else yaml.safe_load)(fh)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            yield path, f"unreadable: {' '.join(str(exc).split())}"
+            continue
+        yield path, None
+
+
+def check_cloud_entry(cloud=None):
+    """PreflightError when the named cloud (``cloud``, else OS_CLOUD) is in no clouds.yaml
+    openstacksdk reads, naming the entry and every file it looked in; else None."""
+    from openstack import exceptions as sdk
+    from openstack.config import loader
+
+    name = cloud or os.environ.get("OS_CLOUD")
+    if not name:
+        return
+    try:
+        config = loader.OpenStackConfig(load_yaml_config=True, load_envvars=True)
+    except sdk.ConfigException as exc:
+        raise PreflightError(f"OpenStack configuration: {exc}", fix=CREDENTIALS_FIX) from exc
+    if name in config.get_cloud_names():
+        return
+    source = f"--os-cloud {name}" if cloud else f"OS_CLOUD={name}"
+    read = config.config_filename
+    places, bad = {}, []
+    for path, why in _config_files():
+        # ./clouds.yaml, ./clouds.yml, ./clouds.json: one place, written once
+        stem, suffix = os.path.splitext(path)
+        places.setdefault(stem if os.path.basename(stem) == "clouds" else path, []).append(
+            suffix)
+        if why and why != "absent":
+            bad.append(f"{path} ({why})")
+    looked = ", ".join(
+        f"{stem}.{{{','.join(s.lstrip('.') for s in suffixes)}}}" if len(suffixes) > 1 else
+        (stem if stem.endswith(tuple(suffixes)) else stem + suffixes[0])
+        for stem, suffixes in places.items())
+    found = (f"{read} was read and defines "
+             f"{', '.join(sorted(config.get_cloud_names())) or 'no cloud'}") if read else \
+        "none of them could be read"
+    fix = (f"add an entry {name!r} under clouds: in {read}" if read else
+           f"write a clouds.yaml with an entry {name!r} in one of those places")
+    if bad:
+        fix = f"make the unreadable file valid and readable YAML, or {fix}"
+    raise PreflightError(
+        f"{source}: no clouds.yaml defines the cloud {name!r} (looked in, in order: {looked}; "
+        f"{found}" + (f"; skipped: {'; '.join(bad)}" if bad else "") + ")",
+        fix=fix + " (openstacksdk reads only the first readable file), or select another "
+        "entry with OS_CLOUD / --os-cloud",
+    )
+
+
 def connect(cloud=None):
     """An authenticated openstack.connection.Connection, or PreflightError naming the fix."""
     import openstack
     from keystoneauth1 import exceptions as ksa
 
+    check_cloud_entry(cloud)
     try:
         conn = openstack.connect(cloud=cloud, load_yaml_config=True, load_envvars=True)
         conn.authorize()

@@ -49,9 +49,18 @@ from .openstack.image import layer as cloud_layer
 REPO = hosts_mod.REPO
 JOIN_SECONDS_ENV = "KOS_LOCAL_JOIN_SECONDS"
 INOTIFY_INSTANCES = 8192
-# What the cloud itself takes (measured: ~3.2 GiB at peak) and one booted host.
+# What the cloud itself takes (measured on this rehearsal cloud: ~3.2 GiB at peak).
 CLOUD_MEMORY_MB = 3600
+# One booted host without Kubernetes (bastion, salt master, a simulated microk8s node):
+# measured on this rehearsal cloud.
 HOST_MEMORY_MB = 160
+# A kubeadm control plane (etcd, API server, controller-manager, scheduler, kubelet,
+# containerd): about 1 GiB, observed on this rehearsal cloud. The hosts share this machine's
+# kernel, so that is below the 2 GB per machine kubeadm asks of a VM
+# (https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/install-kubeadm/#before-you-begin).
+KUBEADM_CONTROL_PLANE_MB = 1024
+# A kubeadm worker (kubelet, containerd, kube-proxy, no workload): an estimate, not measured.
+KUBEADM_WORKER_MB = 300
 
 # Where the hosts see this machine's Kubernetes builds (read-only).
 MIRROR = "/var/lib/kos-mirror/kubernetes"
@@ -84,6 +93,17 @@ def pillar_layer(version=None):
     }
 
 
+def hosts_memory_mb(values):
+    """What the cluster's hosts take on this cloud, by shape: a simulated distribution's
+    nodes are plain hosts; kubeadm's run Kubernetes, a control plane more than a worker."""
+    nodes = node_count(values)
+    if values["kubernetes_distribution"] in SIMULATED:
+        return HOST_MEMORY_MB * (nodes + 2)
+    control_planes = min(values["num_control_plane"], nodes)
+    return (HOST_MEMORY_MB * 2 + KUBEADM_CONTROL_PLANE_MB * control_planes
+            + KUBEADM_WORKER_MB * (nodes - control_planes))
+
+
 class LocalBackend(Backend):
     name = "local"
     create_step = "terraform-apply"
@@ -94,6 +114,7 @@ class LocalBackend(Backend):
         super().__init__(settings, state)
         self.dir = state.path / "local"
         self.cloud = Cloud(state.cluster, self.dir)
+        self._noted = False
         # The same backend a real cloud gets, pointed at this one's clouds.yaml entry.
         self.openstack = OpenStackBackend(
             dataclasses.replace(settings, os_cloud=cloud_name(state.cluster)), state
@@ -105,6 +126,17 @@ class LocalBackend(Backend):
         os.environ["TF_CLI_CONFIG_FILE"] = str(provider.ensure())
         os.environ["KOS_PROVIDER_LOCK_FILE"] = str(provider.MIRROR_LOCK_FILE)
 
+    def _note_ignored_cloud(self):
+        """The operator's cloud selection means nothing here: this cloud writes its own
+        clouds.yaml entry and uses only that one. Said once, before anything is read."""
+        given = [f"{name}={value}" for name, value in
+                 (("--os-cloud", self.settings.os_cloud), ("OS_CLOUD", os.environ.get("OS_CLOUD")))
+                 if value and value != self.cloud.name]
+        if given and not self._noted:
+            self._noted = True
+            ui.warn(f"{' and '.join(given)} ignored with --cloud local: the rehearsal cloud uses "
+                    f"its own clouds.yaml entry, {self.cloud.name}")
+
     def _clouds_yaml(self):
         from .openstack.cloud import clouds_yaml_path
 
@@ -115,6 +147,7 @@ class LocalBackend(Backend):
     def preflight(self, inputs, check_quota=True):
         values = inputs.values
         findings = []
+        self._note_ignored_cloud()
         if os.geteuid() != 0:
             findings.append(Finding("local", False, "the local cloud needs root (namespaces, mounts, nspawn)",
                                     "run kos as root (sudo)"))
@@ -142,12 +175,12 @@ class LocalBackend(Backend):
                 f"it reaches the rehearsal cloud's floating IPs from {net.SPACE}",
                 f'add "{net.SPACE}" to ssh_allowed_cidrs for --cloud local'))
         hosts = node_count(values) + 2
-        need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + HOST_MEMORY_MB * hosts
+        need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + hosts_memory_mb(values)
         avail = _mem_available_mb()
         findings.append(Finding(
             "local memory", avail is None or avail > need,
-            f"the cloud and {hosts} hosts need about {need} MiB; "
-            f"{avail} MiB available", "lower num_kube_nodes, or free memory"))
+            f"the cloud and {hosts} {values['kubernetes_distribution']} hosts need about "
+            f"{need} MiB; {avail} MiB available", "lower num_kube_nodes, or free memory"))
         findings += agent_findings(values["ssh_public_keys"])
         if self.cloud.running() and self.cloud.usable():
             # A cloud exists: check it as any OpenStack would be checked.

@@ -198,3 +198,76 @@ def test_required_variable_missing(cloud_kos, fake_cloud, write_vars, ssh_agent)
     res = cloud_kos("preflight", "--var-file", write_vars(values), check=3)
     assert "external_network_name: required and not set" in res.stderr
     assert "TF_VAR_external_network_name" in res.stderr
+
+
+def local_preflight(workdir, write_vars, env=(), args=(), **values):
+    """`kos preflight --cloud local` of a cloud that is not up: the checks it makes before
+    there is an API to ask (tools, networks, memory), all read from this machine."""
+    vars_file = write_vars(required_vars(
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHvxk0Xtgc0Bj2cTqdaLyM6XhYPMbUPu8Lk4kBMQmrHq a@b",
+        cluster_name="kos-preflight", **values))
+    kos = Kos(workdir, base_env(XDG_CONFIG_HOME=workdir / "xdg", **dict(env)))
+    return kos("preflight", "--cloud", "local", "--var-file", vars_file, *args, timeout=120)
+
+
+def test_local_cloud_says_once_that_the_operators_cloud_is_ignored(workdir, write_vars):
+    res = local_preflight(workdir, write_vars, env={"OS_CLOUD": "prod"},
+                          args=("--os-cloud", "staging"))
+    warning = ("--os-cloud=staging and OS_CLOUD=prod ignored with --cloud local: the rehearsal "
+               "cloud uses its own clouds.yaml entry, kos-local-kos-preflight")
+    assert res.stderr.count("ignored with --cloud local") == 1, res.stderr
+    assert warning in res.stderr
+    # Its own entry's name (to use the openstack CLI against it) is what it uses anyway.
+    res = local_preflight(workdir, write_vars, env={"OS_CLOUD": "kos-local-kos-preflight"})
+    assert "ignored with --cloud local" not in res.stderr
+    assert files_under(workdir) == ["cluster.tfvars.json"]
+
+
+@pytest.mark.parametrize("values, message", [
+    # 2 plain hosts and 3 simulated nodes at 160 MiB, and the cloud's 3600
+    ({"kubernetes_distribution": "microk8s", "num_kube_nodes": 3},
+     "the cloud and 5 microk8s hosts need about 4400 MiB"),
+    # 2 plain hosts, 3 kubeadm control planes at 1024 MiB, a worker at 300 MiB, the cloud
+    ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3},
+     "the cloud and 6 kubeadm hosts need about 7292 MiB"),
+])
+def test_local_memory_estimate_follows_the_clusters_shape(workdir, write_vars, values, message):
+    res = local_preflight(workdir, write_vars, **values)
+    assert message in res.stderr, res.stderr
+
+
+def test_a_cloud_no_clouds_yaml_defines_is_named_with_the_files_looked_in(
+    cloud_kos, fake_cloud, write_vars, ssh_agent
+):
+    clouds = cloud_kos.env["OS_CLIENT_CONFIG_FILE"]
+    vars_file = write_vars(required_vars(ssh_agent.public_key))
+    res = cloud_kos("preflight", "--var-file", vars_file, env={"OS_CLOUD": "prod"}, check=4)
+    assert "OS_CLOUD=prod: no clouds.yaml defines the cloud 'prod' (looked in, in order: " \
+        f"{clouds}, {cloud_kos.cwd}/clouds.{{yaml,yml,json}}, " \
+        f"{cloud_kos.env['XDG_CONFIG_HOME']}/openstack/clouds.{{yaml,yml,json}}" in res.stderr
+    assert "/etc/openstack/clouds.{yaml,yml,json}" in res.stderr
+    assert f"{clouds} was read and defines kos-test)" in res.stderr
+    assert f"add an entry 'prod' under clouds: in {clouds}" in res.stderr
+    assert fake_cloud.requests == []
+
+    # `kos up` stops at the same error before Terraform runs, and leaves nothing behind.
+    res = cloud_kos("up", "--var-file", vars_file, "--yes", env={"OS_CLOUD": "prod"}, check=4)
+    assert "no clouds.yaml defines the cloud 'prod'" in res.stderr
+    assert "terraform init" not in res.stderr
+    assert fake_cloud.requests == []
+    assert files_under(cloud_kos.cwd) == ["cluster.tfvars.json"]
+
+
+def test_an_unreadable_clouds_yaml_is_named_with_its_yaml_error(
+    cloud_kos, fake_cloud, write_vars, ssh_agent
+):
+    broken = cloud_kos.cwd.parent / "broken-clouds.yaml"
+    broken.write_text("clouds:\n  kos-test:\n    auth: {auth_url: [\n")
+    vars_file = write_vars(required_vars(ssh_agent.public_key))
+    res = cloud_kos("preflight", "--var-file", vars_file, "--os-cloud", "kos-test",
+                    env={"OS_CLIENT_CONFIG_FILE": str(broken)}, check=4)
+    assert "--os-cloud kos-test: no clouds.yaml defines the cloud 'kos-test'" in res.stderr
+    assert f"skipped: {broken} (unreadable: while parsing a flow" in res.stderr
+    assert "line 4, column 1" in res.stderr
+    assert "make the unreadable file valid and readable YAML" in res.stderr
+    assert fake_cloud.requests == []

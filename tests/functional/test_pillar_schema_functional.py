@@ -95,6 +95,24 @@ def test_rules_judge_the_pillar_merged_over_the_formulas_defaults(with_pillar):
         modules.kos.validate_pillar()
 
 
+@pytest.mark.parametrize("key, value, words", [
+    ("service_cidr", "10.96.0.0/33", "'10.96.0.0/33' is not a network in CIDR notation"),
+    ("pod_cidr", "10.244.1.0/16", "(host bits set: the network is 10.244.0.0/16)"),
+])
+def test_a_bad_network_is_one_error_before_the_converge_not_a_traceback(
+        with_pillar, key, value, words):
+    data = example()
+    data["kos"]["networks"][key] = value
+    modules = with_pillar(data)
+    # What orch.deploy runs on every minion first: it refuses before the mine is touched.
+    with pytest.raises(CommandExecutionError) as refused:
+        modules.kos.prepare_converge()
+    lines = str(refused.value).splitlines()
+    assert lines[0] == "invalid pillar:"
+    assert len(lines) == 2 and lines[1].startswith(f"pillar key 'kos:networks:{key}': "), lines
+    assert words in lines[1] and f"set {key} in the Terraform variables" in lines[1]
+
+
 def test_the_schema_is_served_as_json_schema(with_pillar):
     served = with_pillar(example()).kos.pillar_schema()
     assert served["properties"]["core"]["properties"]["sshd"]["properties"]["port"] == {

@@ -130,6 +130,29 @@ BAD = [
                  "(host bits set: the network is 10.1.0.0/16)", id="cidr-host-bits"),
     pytest.param("kos:networks:pod_cidr", "10.1.128.0/17", "kos:networks:pod_cidr",
                  "overlaps kos:networks:private_cidr", id="pod-overlaps-private"),
+    # A bad network other than private_cidr once crashed the rule that reads private_cidr.
+    pytest.param("kos:networks:service_cidr", "10.96.0.0/33", "kos:networks:service_cidr",
+                 "not a network in CIDR notation; set service_cidr", id="service-cidr-prefix"),
+    pytest.param("kos:networks:pod_cidr", "10.244.1.0/16", "kos:networks:pod_cidr",
+                 "(host bits set: the network is 10.244.0.0/16); set pod_cidr",
+                 id="pod-cidr-host-bits"),
+    # Sysctls the kernel bounds: refused here rather than by sysctl -w on the host.
+    pytest.param("core:sysctl:fs.inotify.max_user_watches", -1,
+                 "core:sysctl:fs.inotify.max_user_watches",
+                 "-1 is out of range (below the minimum); use an integer 0-2147483647 for "
+                 "fs.inotify.max_user_watches", id="sysctl-inotify-watches-negative"),
+    pytest.param("core:sysctl:fs.inotify.max_user_instances", -5,
+                 "core:sysctl:fs.inotify.max_user_instances", "below the minimum",
+                 id="sysctl-inotify-instances-negative"),
+    pytest.param("core:sysctl:vm.max_map_count", -1, "core:sysctl:vm.max_map_count",
+                 "below the minimum", id="sysctl-max-map-count-negative"),
+    pytest.param("core:sysctl:net.core.somaxconn", -128, "core:sysctl:net.core.somaxconn",
+                 "below the minimum", id="sysctl-somaxconn-negative"),
+    pytest.param("kubeadm:sysctl:net.ipv4.ip_forward", 2, "kubeadm:sysctl:net.ipv4.ip_forward",
+                 "2 is out of range (above the maximum); use an integer 0-1",
+                 id="sysctl-ip-forward-not-boolean"),
+    pytest.param("core:sysctl:vm.max_map_count", "-1", "core:sysctl:vm.max_map_count",
+                 "must be an integer, got a string", id="sysctl-known-as-text"),
     pytest.param("kos:networks:private_cidr", DELETE, "kos:networks:private_cidr", "is missing",
                  id="private-cidr-missing"),
     pytest.param("kos:networks:private_cidr", None, "kos:networks:private_cidr", "is missing",
@@ -257,6 +280,12 @@ def test_each_bad_value_gives_one_error_naming_the_key_and_the_fix(path, value, 
 def test_the_table_has_forty_distinct_inputs():
     inputs = {(p.values[0], repr(p.values[1])) for p in BAD}
     assert len(inputs) == len(BAD) >= 40
+
+
+def test_other_sysctls_take_any_integer_or_text():
+    data = with_value("core:sysctl:kernel.pid_max", -1)
+    data = with_value("core:sysctl:net.ipv4.ip_local_port_range", "32768 60999", data)
+    assert check(with_value("core:sysctl:vm.max_map_count", 262144, data)) == []
 
 
 def test_salts_own_pillar_keys_are_known():

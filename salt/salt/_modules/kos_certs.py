@@ -153,9 +153,10 @@ def renew_certificates(name="all", kube_dir=None):
 
 def restart_control_plane(wait=20, timeout=120, kube_dir=None):
     """
-    Restart this node's static control-plane Pods so they load renewed certificates: their
-    manifests leave ``<kube_dir>/manifests`` for ``wait`` seconds (the kubelet stops the
-    Pods) and come back (it starts them again), as the kubeadm documentation describes;
+    Restart this node's static control-plane Pods so they load renewed certificates: all
+    their manifests leave ``<kube_dir>/manifests`` together for ``wait`` seconds (the
+    kubelet stops every Pod, etcd and the API server included) and come back (it starts
+    them again), as the kubeadm documentation describes;
     then wait up to ``timeout`` seconds for the API. Return the manifests moved.
 
     CLI Example:

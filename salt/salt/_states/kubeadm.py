@@ -750,8 +750,11 @@ def certificates_renewed(name, within_days=30, force=False, restart_wait=20, tim
     """
     This control plane's certificates have at least ``within_days`` days left: when one
     has fewer (or with ``force``), ``kubeadm certs renew all`` and the static control-plane
-    Pods restarted, one after the other on this node, so they use them; the API answers
-    again before the state returns. Certificates signed by an external CA are left to it;
+    Pods restarted so they use them: all of this node's at once (their manifests leave
+    together, as
+    https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-certs/#manual-certificate-renewal
+    describes), so this node's etcd member and API server are down together for
+    ``restart_wait``; the API answers again before the state returns. Certificates signed by an external CA are left to it;
     the CAs themselves are never renewed (ten years).
 
     name

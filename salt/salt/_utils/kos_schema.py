@@ -240,10 +240,38 @@ def sshd_word(key, option):
                                            + ", ".join(words)))
 
 
+INT_MAX = 2**31 - 1
+# The kernel's range of the sysctls kos sets or that clusters commonly raise: a value outside
+# it fails `sysctl -w` on the host mid-run. Most are documented under
+# https://docs.kernel.org/admin-guide/sysctl/; where a page gives no bound, the bound is the
+# handler's in the kernel source (a minimum of 0 and an int's maximum).
+SYSCTL_RANGES = {
+    # Not in the kernel's sysctl pages: https://man7.org/linux/man-pages/man5/proc_sys_fs_inotify.5.html
+    # and the range in https://github.com/torvalds/linux/blob/master/fs/notify/inotify/inotify_user.c
+    # (it_zero .. it_int_max)
+    "fs.inotify.max_user_watches": (0, INT_MAX),
+    "fs.inotify.max_user_instances": (0, INT_MAX),
+    # https://docs.kernel.org/admin-guide/sysctl/vm.html#max-map-count (SYSCTL_ZERO minimum)
+    "vm.max_map_count": (0, INT_MAX),
+    # https://docs.kernel.org/networking/ip-sysctl.html (ip_forward - BOOLEAN)
+    "net.ipv4.ip_forward": (0, 1),
+    # https://docs.kernel.org/admin-guide/sysctl/net.html#somaxconn and
+    # https://github.com/torvalds/linux/blob/master/net/core/sysctl_net_core.c (SYSCTL_ZERO)
+    "net.core.somaxconn": (0, INT_MAX),
+}
+
+
 def sysctl_values(description):
-    return mapping(description, either(integer("value"), text("value")),
-                   key_pattern=r"^[a-z0-9_][a-z0-9_.*/-]*$", title="sysctl name",
-                   key_fix="use a sysctl name such as net.ipv4.ip_forward")
+    """Any sysctl name to a value; the names of SYSCTL_RANGES to an integer in its range
+    (JSON Schema applies every matching pattern, as the walker does)."""
+    known = {f"^{re.escape(name)}$": integer(f"{name} (kernel range {low}-{high})", low, high,
+                                             fix=f"use an integer {low}-{high} for {name}")
+             for name, (low, high) in SYSCTL_RANGES.items()}
+    return s.DictItem(description=description, title="sysctl name",
+                      pattern_properties={r"^[a-z0-9_][a-z0-9_.*/-]*$":
+                                          either(integer("value"), text("value")), **known},
+                      additional_properties=False,
+                      key_fix="use a sysctl name such as net.ipv4.ip_forward")
 
 
 # --- the schema --------------------------------------------------------------------------------
@@ -897,11 +925,13 @@ class View:
 
 
 def _networks(view):
+    """The networks that parse; one that does not already has its own error (the "cidr"
+    format), and a rule reading another network must not stop on it."""
     nets = {}
     # The order names the later key of an overlapping pair: pods before Terraform's others.
     for name in ("private_cidr", "public_cidr", "service_cidr", "pod_cidr"):
         value = view.given(f"kos:networks:{name}")
-        if value:
+        if isinstance(value, str) and _cidr(value) is None:
             nets[f"kos:networks:{name}"] = ipaddress.ip_network(value)
     return nets
 
