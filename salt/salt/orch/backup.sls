@@ -2,8 +2,9 @@
 
     A backup of the cluster's datastore (kubeadm: an etcd snapshot,
     https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#backing-up-an-etcd-cluster;
-    microk8s: microk8s dbctl backup, https://microk8s.io/docs/backup-restore) taken on the first control plane, sealed there with a key only control planes hold, pushed to
-    the master and filed in salt_master:backups:dir, where the newest
+    microk8s: microk8s dbctl backup, https://microk8s.io/docs/backup-restore) taken on the
+    first control plane, sealed there with a key only control planes hold, pushed to the
+    master and filed in salt_master:backups:dir, where the newest
     salt_master:backups:keep stay. The master runs this every
     salt_master:backups:every_hours; kos backup runs it on demand. #}
 {%- from "orch/sync.jinja" import sync with context %}

@@ -1,6 +1,8 @@
-{#- On the drained node orch.upgrade upgrades (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/#upgrade-worker-nodes): the kubeadm package at
-    kos_upgrade:package_version first, then kubeadm upgrade apply (the first control
-    plane) or upgrade node (every other node), then the kubelet and kubectl packages and
+{#- On the drained node orch.upgrade upgrades
+    (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/
+    #upgrade-worker-nodes): the kubeadm package at kos_upgrade:package_version first,
+    then kubeadm upgrade apply (the first control plane) or upgrade node (every other
+    node), then the kubelet and kubectl packages and
     the kubelet restarted on them, Ready on kos_upgrade:version. The packages stay held.
     pkgs.k8s.io has one repository per minor version: where kos owns the node's packages
     (kubeadm:manage:packages) the repository line moves first. #}
