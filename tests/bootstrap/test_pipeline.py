@@ -5,9 +5,10 @@ shell mode on a copy of the working tree:
 
 * which jobs a push to the default branch, a push to another branch and a scheduled
   pipeline create, per environment (gitlab-ci-local evaluates the rules and needs);
-* ``validate`` with a reduced test selection (the whole suite would recurse into this test)
-  and ``plan:dev`` against the OpenStack API double, with environment dev's Terraform state
-  in the double's GitLab state API, exactly as kos derives it in a GitLab job;
+* ``validate`` (lint, every environment's pillar against the schema, terraform validate;
+  kos's own tests are not part of it) and ``plan:dev`` against the OpenStack API double, with
+  environment dev's Terraform state in the double's GitLab state API, exactly as kos derives
+  it in a GitLab job; ``validate`` failing on a bad value in an environment's pillar layer;
 * ``deploy:dev`` applying the plan file plan:dev saved: it refuses when the variables
   changed in between, applies that very plan otherwise, and refuses it once the state moved.
 """
@@ -175,7 +176,6 @@ def pipeline_vars(fake_cloud, terraform_env, ssh_agent, tmp_path):
         values.update(tfvars)
         path.write_text(json.dumps(values))
         return {
-            "KOS_TEST_ARGS": "-q -p no:cacheprovider tests/bootstrap/test_preflight.py -k bad_input",
             "KOS_CLOUDS_YAML": clouds,
             "OS_CLOUD": "kos-test",
             "KOS_TFVARS": path,
@@ -208,7 +208,12 @@ def test_validate_and_plan_save_the_plan_without_secrets(
     res = run_pipeline(local_pipeline, project, ["validate", "plan:dev"], pipeline_vars())
     log = res.stdout + res.stderr
     assert res.returncode == 0, log[-6000:]
-    assert "--- terraform fmt" in log and "--- tests" in log
+    for step in ("ruff", "salt-lint", "yamllint", "terraform fmt", "pillar", "terraform validate"):
+        assert f"--- {step}" in log, step
+    assert "--- tests" not in log
+    assert "environment dev: the pillar of 5 minions is valid" in log
+    assert "environment prod: the pillar of 8 minions is valid" in log
+    assert "terraform validate: the root module is valid" in log
     assert "environment dev: cluster kos-dev, pillar layer environments/dev_kos_internal.sls" in log
     out = artifacts(project, "plan:dev") / "plan" / "dev"
     assert sorted(p.name for p in out.iterdir()) == [
@@ -237,6 +242,42 @@ def test_validate_and_plan_save_the_plan_without_secrets(
             assert not any(s in data for s in secrets), member
     for path in (out / "plan.txt", out / "changes.json", out / "diff.json", out / "diff.txt"):
         assert not any(s in path.read_text() for s in secrets)
+
+
+def test_validate_fails_on_a_bad_value_in_an_environment_layer(
+    local_pipeline, project, terraform_env
+):
+    layer = project / "pillar" / "environments" / "prod_kos_internal.sls"
+    layer.write_text("core:\n  sshd:\n    port: 70000\n")
+    subprocess.run(["git", "-C", str(project), "add", "-A"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(project),
+            "-c",
+            "user.name=kos-test",
+            "-c",
+            "user.email=kos-test@example.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "bad port",
+        ],
+        check=True,
+    )
+    provider = {
+        "TF_CLI_CONFIG_FILE": terraform_env["cli_config"],
+        "KOS_PROVIDER_LOCK_FILE": terraform_env["lock_file"],
+    }
+    res = run_pipeline(local_pipeline, project, ["validate"], provider)
+    log = res.stdout + res.stderr
+    assert res.returncode != 0, log[-6000:]
+    assert (
+        "k8s-worker-3.prod.kos.internal: pillar key 'core:sshd:port': 70000 is out of range"
+    ) in log, log[-6000:]
+    failed = re.search(r"validate: failed: (\S+)", log)
+    assert failed and "pillar" in failed.group(1).split(","), log[-6000:]
 
 
 def test_deploy_applies_the_saved_plan_only(local_pipeline, project, fake_cloud, pipeline_vars):
