@@ -13,6 +13,13 @@ plan with ``terraform show -json``), and which nodes Salt will converge after it
 * what a node still needs from before (``kos.converge_need``: never converged, not joined,
   pillar changed on the master already).
 
+Who converges, and in which order (the first control plane alone, the control planes that
+join one at a time, the parts of the wave, the nodes whose /etc/hosts only learns new
+members), is decided by orch.deploy's own planner (``salt/salt/_runners/kos_plan.py``), fed
+the deployment's ``kos`` pillar from Terraform's planned ``salt_pillar`` (the last apply's
+while the planned one is known after apply) and what each node will answer once the
+Terraform change is applied: one planner for both.
+
 What cannot be told (no cluster yet, the master unreachable) is said, not guessed.
 """
 
@@ -38,13 +45,19 @@ PUSHED = {"missing on the master": "new in the repository",
           "not in the repository": "removed from the repository"}
 
 
-def _kos_inputs(formula_dir):
-    """The formula's own rule of what a node's highstate is made of."""
-    path = Path(formula_dir) / "_utils" / "kos_inputs.py"
-    spec = importlib.util.spec_from_file_location("kos_plan_inputs", path)
+def _formula_module(formula_dir, kind, name):
+    """``_<kind>/<name>.py`` of the state tree, loaded as a plain module: the ones kos plan
+    reads import no Salt."""
+    path = Path(formula_dir) / f"_{kind}" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"kos_plan_{kind}_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _kos_inputs(formula_dir):
+    """The formula's own rule of what a node's highstate is made of."""
+    return _formula_module(formula_dir, "utils", "kos_inputs")
 
 
 # -- Terraform --------------------------------------------------------------------------------
@@ -156,35 +169,97 @@ def layer_minions(layer, minions):
     return found
 
 
+def _planner(formula_dir):
+    """orch.deploy's own planner, the very file the orchestration renders from."""
+    return _formula_module(formula_dir, "runners", "kos_plan")
+
+
+def deployment(after, layer):
+    """The ``kos`` pillar the planner reads: the Terraform layer's (``layer``, YAML, None
+    when not known), its members made those of the planned ``minions`` output (id ->
+    hostname, role, IP), which Terraform knows before apply."""
+    doc = yaml.safe_load(layer) if isinstance(layer, str) else None
+    kos = dict((doc or {}).get("kos") or {})
+    nodes = kos.get("nodes") or {}
+    kos["nodes"] = {m: nodes.get(m) or {"role": info.get("role")} for m, info in after.items()
+                    if info.get("role") in ("control_plane", "worker")}
+    for role, key in (("salt_master", "salt_master"), ("bastion", "bastion")):
+        ids = [m for m, info in sorted(after.items()) if info.get("role") == role]
+        kos[key] = {**(kos.get(key) or {}), "id": ids[0] if ids else None}
+    if kos.get("first_control_plane") not in kos["nodes"]:
+        kos["first_control_plane"] = None
+    return kos
+
+
+def _answer(info, reasons, learn, said, fresh, pending):
+    """What ``minion`` will answer to ``kos.converge_need`` after the Terraform change: what
+    it said (``said``) with what the change adds. A node Terraform creates or rebuilds holds
+    nothing; without a master to ask (``pending`` None) the others are taken as converged.
+    None: it was asked and did not answer (the planner says so)."""
+    highstate = [r for r, what in reasons.items() if what == "highstate"]
+    if fresh or pending is None:
+        k8s = None
+        if info.get("role") in ("control_plane", "worker"):
+            k8s = {"role": info["role"], "initialised": not fresh, "joined": not fresh,
+                   "fresh": fresh}
+        return {"highstate": highstate, "learn": learn, "members": None, "sync": True,
+                "kubernetes": k8s, "problems": None}
+    if not isinstance(said, dict):
+        return said
+    return {**said, "highstate": list(dict.fromkeys(highstate + (said.get("highstate") or []))),
+            "learn": bool(learn or said.get("learn"))}
+
+
+def _steps(planned, first_known):
+    """``{minion: {"n", "what"}}``: the step of the run each minion converges in. Which
+    control plane initialises the cluster is the Terraform layer's to say: until it is
+    known, the control planes are only said to go one at a time."""
+    steps = []
+    if planned.get("first"):
+        steps.append(("first control plane, alone", [planned["first"]]))
+    joins = "control plane, alone (joins)" if first_known else "control plane, alone"
+    steps += [(joins, [m]) for m in planned["control_planes"]]
+    parts = planned["wave"]
+    steps += [(f"wave part {i} of {len(parts)}", part) for i, part in enumerate(parts, 1)]
+    learners = [m for group in planned["learn"] for m in group["minions"]]
+    if learners:
+        steps.append(("/etc/hosts only", learners))
+    return {m: {"n": n, "what": what} for n, (what, ms) in enumerate(steps, 1) for m in ms}
+
+
 def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
-                 layer_known=True, trees=None, pending=None, formula_dir=None):
+                 layer_known=True, trees=None, pending=None, formula_dir=None, layer=None,
+                 cores=1):
     """
-    ``{minion: {"converge": "highstate"|"learn"|"nothing"|"leaves", "reasons": [...]}}``
-    after the Terraform plan: ``before``/``after`` are its ``minions`` output (id ->
-    hostname, role, IP), ``layer_*`` its ``salt_pillar`` (YAML), ``trees`` the repository
-    trees against the master's (``{"states": [drift entries], "pillar": [...]}``) and
-    ``pending`` what the nodes say they still need (``kos.converge_need``).
+    ``{"minions": {minion: {"converge": "highstate"|"learn"|"nothing"|"leaves", "reasons":
+    [...], "step": {"n", "what"} or None}}, "stop": ..., "silent": [...], "invalid": [...]}``
+    after the Terraform plan, as orch.deploy plans it (``_runners/kos_plan.py``, fed what
+    each node will answer): ``before``/``after`` are its ``minions`` output (id -> hostname,
+    role, IP), ``layer_*`` its ``salt_pillar`` (YAML), ``layer`` the one the planner reads
+    (``layer_after``, or the current one when the planned one is known after apply),
+    ``trees`` the repository trees against the master's (``{"states": [drift entries],
+    "pillar": [...]}``) and ``pending`` what the nodes answered (``kos.converge_need``;
+    None: no master to ask). ``step`` numbers the run's steps: the first control plane
+    alone, each joining control plane alone, the wave's parts, the /etc/hosts learners.
     """
     rule = _kos_inputs(formula_dir)
     before, after = before or {}, after or {}
-    plan = {m: {"converge": "nothing", "reasons": []} for m in after}
+    # What the Terraform change and the trees add to each node's answer: reason -> verdict.
+    adds = {m: {} for m in after}
 
     def needs(minion, reason, what="highstate"):
-        entry = plan[minion]
-        if what == "highstate" or entry["converge"] == "nothing":
-            entry["converge"] = what
-        if reason not in entry["reasons"]:
-            entry["reasons"].append(reason)
+        adds[minion].setdefault(reason, what)
 
-    for minion in sorted(set(before) - set(after)):
-        plan[minion] = {"converge": "leaves", "reasons": [
-            "Terraform removes its server; kos up takes it out of the cluster first (orch.remove) "
-            "and forgets its key after"]}
-    for minion in sorted(set(after) - set(before)):
+    leaving = {m: {"converge": "leaves", "step": None, "reasons": [
+        "Terraform removes its server; kos up takes it out of the cluster first (orch.remove) "
+        "and forgets its key after"]} for m in sorted(set(before) - set(after))}
+    fresh = set(after) - set(before)
+    for minion in sorted(fresh):
         needs(minion, "new node")
     by_host = {info.get("hostname"): m for m, info in after.items()}
     for host in rebuilt:
         if host in by_host:
+            fresh.add(by_host[host])
             needs(by_host[host], "Terraform rebuilds its server")
     old_layer = yaml.safe_load(layer_before) if isinstance(layer_before, str) else None
     new_layer = yaml.safe_load(layer_after) if isinstance(layer_after, str) else None
@@ -202,24 +277,47 @@ def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
             needs(minion, "Terraform layer changed: " + ", ".join(changed))
         elif old["members"] != new["members"]:
             needs(minion, "new members", "learn")
-    alive = [m for m in plan if plan[m]["converge"] != "leaves"]
     for entry in (trees or {}).get("states") or []:
-        for minion in alive:
+        for minion in after:
             needs(minion, f"formula file {entry['path']}: "
                           f"{PUSHED.get(entry['change'], entry['change'])}")
     for entry in (trees or {}).get("pillar") or []:
         if entry["path"] == TERRAFORM_LAYER:
             continue
-        for minion in layer_minions(entry["path"], alive):
+        for minion in layer_minions(entry["path"], list(after)):
             needs(minion, f"pillar layer {entry['path']}: "
                           f"{PUSHED.get(entry['change'], entry['change'])}")
-    for minion, need in (pending or {}).items():
-        if minion in plan and isinstance(need, dict):
-            for reason in need.get("highstate") or []:
-                needs(minion, reason)
-            if need.get("learn"):
-                needs(minion, "new members", "learn")
-    return plan
+    answers = {}
+    for minion, info in after.items():
+        learn = "learn" in adds[minion].values()
+        said = (pending or {}).get(minion)
+        if pending is None or minion in fresh or minion in pending:
+            answers[minion] = _answer(info, adds[minion], learn, said, minion in fresh, pending)
+    planner = _planner(formula_dir)
+    kos = deployment(after, layer if layer is not None else layer_after)
+    planned = planner.plan(kos, {}, answers, cores=cores)
+    steps = {} if planned["stop"] else _steps(planned, bool(kos["first_control_plane"]))
+    found = {}
+    for minion in after:
+        said = answers.get(minion)
+        step = steps.get(minion)
+        reasons = [r for r in adds[minion] if adds[minion][r] == "highstate"]
+        if isinstance(said, dict):
+            reasons += [r for r in said.get("highstate") or [] if r not in reasons]
+        if step is None:
+            converge = "nothing"
+        elif step["what"] == "/etc/hosts only":
+            converge = "learn"
+            reasons = [r for r in adds[minion] if adds[minion][r] == "learn"] or ["new members"]
+        else:
+            converge = "highstate"
+            reasons = reasons or [planner.NOT_SAID if said is None else "not initialised"]
+        # Stopped, nothing converges: the reasons say what each node would have needed.
+        found[minion] = {"converge": converge, "step": step,
+                         "reasons": reasons if step or planned["stop"] else []}
+    found.update(leaving)
+    return {"minions": dict(sorted(found.items())), "stop": (planned["stop"] or {}).get("name"),
+            "silent": planned.get("silent") or [], "invalid": planned.get("invalid") or []}
 
 
 def master_view(dep, outputs):
@@ -238,9 +336,14 @@ def master_view(dep, outputs):
             }
             # the trees as they are on the master now: only what changed since is new
             pending = master.salt(sorted(outputs["minions"]), "kos.converge_need", timeout=60)
+            # orch.deploy sizes the wave's parts by the master's cores (grains num_cpus)
+            ids = [m for m, info in outputs["minions"].items()
+                   if info.get("role") == "salt_master"]
+            cores = master.salt(ids, "grains.get", "num_cpus", timeout=60) if ids else {}
     except KosError as exc:
         return None, exc.problem
-    return {"trees": trees, "pending": pending}, None
+    cores = next((c for c in cores.values() if isinstance(c, int)), None)
+    return {"trees": trees, "pending": pending, "cores": cores}, None
 
 
 def format_plan(terraform, salt, why_unknown=None):
@@ -261,11 +364,20 @@ def format_plan(terraform, salt, why_unknown=None):
         if entry["converge"] in words:
             lines.append(f"  {minion}: {words[entry['converge']]} "
                          f"({'; '.join(entry['reasons'])})")
+    steps = {}
+    for minion, entry in sorted(salt.items()):
+        if entry.get("step"):
+            steps.setdefault((entry["step"]["n"], entry["step"]["what"]), []).append(minion)
+    if steps:
+        lines.append("Salt order (orch.deploy, one step after the other):")
+        lines += [f"  {n}. {what}: {', '.join(minions)}"
+                  for (n, what), minions in sorted(steps.items())]
     return "\n".join(lines)
 
 
 def plan_report(dep, terraform_doc):
-    """The whole diff: ``{"terraform": {...}, "salt": {...} or None, "salt_unknown": why}``."""
+    """The whole diff: ``{"terraform": {...}, "salt": {minion: ...} or None, "salt_unknown":
+    why, "salt_note": what was assumed, "salt_stop": why orch.deploy would change nothing}``."""
     changes = terraform_changes(terraform_doc)
     before, after, _ = output_change(terraform_doc, "minions")
     layer_before, layer_after, known = output_change(terraform_doc, "salt_pillar")
@@ -277,15 +389,39 @@ def plan_report(dep, terraform_doc):
     before = before if before is not None else current.get("minions")
     if after is None:
         after = before
-    view, why = None, None
+    notes, view, why = [], None, None
     if current.get("minions"):
         view, why = master_view(dep, current)
     else:
         why = "the cluster does not exist yet: every node is new"
+    layer = layer_after if known else None
+    if layer is None and current.get("salt_pillar"):
+        layer = current["salt_pillar"]
+        notes.append("the Terraform layer is known after apply: the order is planned with the "
+                     "current one (salt_pillar of the last apply) and the planned members")
+    elif layer is None:
+        notes.append("the Terraform layer is known after apply: the first control plane and "
+                     "the wave's size are told once it is (the planned members are known)")
+    if view is None or view.get("cores") is None:
+        notes.append("without kos:orchestration:batch, the wave's parts are sized for a "
+                     "master of 1 core (orch.deploy runs 5 highstates per core of the master)")
     salt = salt_changes(
         before or {}, after or {}, rebuilt_hosts(terraform_doc), layer_before, layer_after,
         layer_known=known, trees=(view or {}).get("trees"), pending=(view or {}).get("pending"),
-        formula_dir=dep.settings.formula_dir,
+        formula_dir=dep.settings.formula_dir, layer=layer, cores=(view or {}).get("cores") or 1,
     ) if (after is not None and (view is not None or not current.get("minions"))) else None
-    return {"terraform": changes, "salt": salt, "salt_unknown": why if salt is None else None,
-            "salt_note": why if salt is not None else None}
+    if salt is not None:
+        if salt["silent"]:
+            notes.append(f"no answer from {', '.join(salt['silent'])}: orch.deploy stops "
+                         "before anything changes unless they answer")
+        if salt["invalid"]:
+            notes.append("invalid pillar on " + " | ".join(salt["invalid"]))
+        if salt["stop"]:
+            notes.append(f"orch.deploy would change nothing: {salt['stop']}")
+        # said beside format_plan's lines (kos plan prints those on stderr)
+        for note in notes:
+            ui.detail(f"Salt: {note}")
+    return {"terraform": changes, "salt": None if salt is None else salt["minions"],
+            "salt_unknown": why if salt is None else None,
+            "salt_note": "; ".join(([why] if salt is not None and why else []) + notes) or None,
+            "salt_stop": None if salt is None else salt["stop"]}
