@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
 from converge import MemoryPeak  # noqa: E402 - the same sampler as the converge bench
-from kos import workflow  # noqa: E402
+from kos.steps.converge import ConvergeStep  # noqa: E402
 from kos_local import hosts, net  # noqa: E402
 
 CLUSTER = "kosbenchc"
@@ -43,7 +43,7 @@ PHASES = {
     "apply": ("terraform-init", "terraform-apply"),
     "first boot": ("first-boot",),
     # every step converge runs
-    "converge": tuple(s.value for s in workflow.ConvergeStep),
+    "converge": tuple(s.value for s in ConvergeStep),
 }
 
 

@@ -54,17 +54,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
-from kos import workflow  # noqa: E402
+from kos.steps import converge as converging  # noqa: E402
+from kos.steps import deployment  # noqa: E402
+from kos.steps import master as on_master  # noqa: E402
 from kos.salt import failed_states  # noqa: E402
 from kos_local.hosts import _container_init, nspawns  # noqa: E402
 
 CLUSTER = "kosbench"
 # A converge of a cluster that is up, or one that adds a node: from "every minion
 # connected" (a new node's key is accepted before the clock starts), so the steps converge
-# runs (kos.workflow.ConvergeStep) less the key acceptances. The fresh converge is timed
+# runs (kos.steps.converge.ConvergeStep) less the key acceptances. The fresh converge is timed
 # whole, from every key presented.
-_KEYS = (workflow.ConvergeStep.KEYS, workflow.ConvergeStep.MASTER_KEY)
-CONVERGE_STEPS = tuple(s.value for s in workflow.ConvergeStep if s not in _KEYS)
+_KEYS = (converging.ConvergeStep.KEYS, converging.ConvergeStep.MASTER_KEY)
+CONVERGE_STEPS = tuple(s.value for s in converging.ConvergeStep if s not in _KEYS)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STEPS = ("fresh", "noop", "pillar", "direct", "add_one", "batch1")
 
@@ -216,13 +218,13 @@ class Bench:
 
     def deployment(self, var_file, pillar_dir=None):
         os.environ.update(self.env)
-        settings = workflow.Settings(
+        settings = deployment.Settings(
             terraform_dir=REPO / "terraform", state_root=self.work / ".kos",
             var_files=[var_file], cloud="local", connect_wait=300,
         )
         if pillar_dir:
             settings.pillar_dir = pillar_dir
-        return workflow.Deployment(settings)
+        return deployment.Deployment(settings)
 
     def highstates(self, var_file, since):
         """state.highstate runs since ``since`` (a datetime), one per minion targeted."""
@@ -275,7 +277,7 @@ class Bench:
 
     def converge_with(self, var_file, pillar_dir):
         dep = self.deployment(var_file, pillar_dir)
-        workflow.converge(dep)
+        converging.converge(dep)
         return {"seconds": self.converge_seconds(),
                 "orchestrate_seconds": self.steps().get("orchestrate"),
                 "where": self.breakdown()}
@@ -305,12 +307,12 @@ class Bench:
         with dep.master() as master:
 
             def run():
-                pillar = workflow.pillar_of(outputs)
-                own = workflow.salt_master_id(pillar)
+                pillar = deployment.pillar_of(outputs)
+                own = deployment.salt_master_id(pillar)
                 self.accept(dep, master, [own])
-                workflow.push_trees(master, settings)
-                workflow.push_pillar_layers(master, dep, outputs)
-                workflow.configure_master(master, pillar, [own])
+                on_master.push_trees(master, settings)
+                on_master.push_pillar_layers(master, dep, outputs)
+                on_master.configure_master(master, pillar, [own])
                 self.accept(dep, master, ids)
                 master.sync_all(ids)
                 master.salt(ids, "saltutil.refresh_pillar", "wait=True", timeout=120, wait=900)
@@ -377,7 +379,7 @@ class Bench:
     @staticmethod
     def accept(dep, master, ids):
         """Accept ``ids`` the way kos up does and wait until they answer."""
-        workflow.accept_keys(dep, master, sorted(dep.outputs()["minions"]), ids)
+        on_master.accept_keys(dep, master, sorted(dep.outputs()["minions"]), ids)
         master.wait_responding(ids)
 
     def fresh(self, var_file):

@@ -1,7 +1,7 @@
 """
 kos: from an OpenStack project to a converged Kubernetes cluster, and back.
 
-Thin click commands over the idempotent, recorded steps in ``kos.workflow``. Progress goes
+Thin click commands over the idempotent, recorded steps in ``kos.steps``. Progress goes
 to stderr, data to stdout. Exit codes:
 
 0 success; 1 unexpected error (bug); 2 usage error; 3 bad input (nothing changed);
@@ -16,11 +16,19 @@ from pathlib import Path
 
 import click
 
-from . import errors, ui, workflow
+from . import errors, ui
 from . import plan as plan_mod
 from . import inputs as inputs_mod
 from . import terraform as terraform_mod
 from .backends import clouds
+from .steps import backup as backup_steps
+from .steps import ccm_credential, certificates, deployment
+from .steps import converge as converge_steps
+from .steps import down as down_steps
+from .steps import kubeconfig as kubeconfig_steps
+from .steps import status as status_steps
+from .steps import up as up_steps
+from .steps import upgrade as upgrade_steps
 from .ssh import take_interrupts
 
 DEFAULT_STATE_DIR = ".kos"
@@ -141,7 +149,8 @@ def _environment(terraform_dir, name):
     values = inputs_mod.check_environments(terraform_dir, root, env)
     backend = terraform_mod.use_environment_state(name)
     layer = inputs_mod.pillar_layer(values["deploy_domain_name"])
-    missing = "" if (workflow.REPO / "pillar" / layer).exists() else " (not there: defaults only)"
+    missing = ("" if (deployment.REPO / "pillar" / layer).exists()
+               else " (not there: defaults only)")
     ui.info(
         f"environment {name}: cluster {values['cluster_name']}, pillar layer {layer}{missing}, "
         f"{backend} Terraform state"
@@ -158,7 +167,7 @@ def _settings(**kw):
         env = _environment(terraform_dir, kw["env"])
         var_files = [str(p) for p in env.var_files] + var_files
         state_root = state_root / env.state_dir_name
-    return workflow.Settings(
+    return deployment.Settings(
         terraform_dir=terraform_dir,
         state_root=state_root,
         var_files=var_files,
@@ -208,14 +217,14 @@ def cli():
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON on stdout.")
 def preflight(as_json, **kw):
     """Check credentials, image, flavors, network, quotas and ssh-agent; create nothing."""
-    dep = workflow.Deployment(_settings(**kw))
+    dep = deployment.Deployment(_settings(**kw))
 
     def print_json(findings):
         ui.data(
             [{"check": f.check, "ok": f.ok, "message": f.message, "fix": f.fix} for f in findings]
         )
 
-    workflow.preflight(dep, report=print_json if as_json else None)
+    up_steps.preflight(dep, report=print_json if as_json else None)
     return errors.EXIT_OK
 
 
@@ -240,7 +249,7 @@ def plan(out_dir, plan_file, **kw):
     """What a change will do: Terraform's adds, changes and destroys, and which nodes Salt
     will converge and why (new node, changed pillar layer, ...); the plan file with
     --plan-file."""
-    dep = workflow.Deployment(_settings(**kw))
+    dep = deployment.Deployment(_settings(**kw))
     if plan_file:
         terraform_mod.check_plan_can_be_saved(dep.inputs)
     # Terraform's plan file holds every variable's value: it does not stay in the state dir.
@@ -289,7 +298,7 @@ def plan(out_dir, plan_file, **kw):
 )
 def apply(plan_file, yes, **kw):
     """terraform apply of exactly a saved plan; refuses changed variables or a moved state."""
-    dep = workflow.Deployment(_settings(**kw))
+    dep = deployment.Deployment(_settings(**kw))
     summary = terraform_mod.apply_saved_plan(dep, plan_file, _confirmer(yes))
     ui.data({"cluster": dep.cluster, "applied": summary or {}})
     return errors.EXIT_OK
@@ -310,9 +319,9 @@ def apply(plan_file, yes, **kw):
 )
 def up(yes, **kw):
     """Preflight, terraform apply, converge; re-running resumes where it stopped."""
-    dep = workflow.Deployment(_settings(**kw))
-    with workflow.locked(dep):
-        outputs = workflow.up(dep, _confirmer(yes))
+    dep = deployment.Deployment(_settings(**kw))
+    with deployment.locked(dep):
+        outputs = up_steps.up(dep, _confirmer(yes))
     ui.data(
         {
             "cluster": dep.cluster,
@@ -343,9 +352,9 @@ def up(yes, **kw):
 )
 def converge(exclude, limit, **kw):
     """Accept the expected minions' keys, push pillar, sync, run orch.deploy."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    with workflow.locked(dep):
-        workflow.converge(dep, always=True, exclude=exclude, limit=limit)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        converge_steps.converge(dep, always=True, exclude=exclude, limit=limit)
     ui.data({"cluster": dep.cluster, "converged": True})
     return errors.EXIT_OK
 
@@ -358,7 +367,7 @@ def drift(as_json, **kw):
     """What state.highstate test=True would change, and hand edits under /srv; exit 10 if any."""
     from . import drift as drift_mod
 
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
     doc = drift_mod.drift(dep)
     if as_json:
         ui.data(doc)
@@ -373,8 +382,8 @@ def drift(as_json, **kw):
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json, **kw):
     """Every node's role, salt reachability, last highstate and Kubernetes membership."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    doc = workflow.status(dep)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    doc = status_steps.status(dep)
     if as_json:
         ui.data(doc)
     else:
@@ -459,8 +468,8 @@ def _certificates_text(certs):
 def kubeconfig(output, server, **kw):
     """Fetch the admin kubeconfig over SSH (mode 0600; kos down removes it), pointing at
     the API's floating IP."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    path, server = workflow.kubeconfig(dep, output or dep.state.path / "kubeconfig", server)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    path, server = kubeconfig_steps.kubeconfig(dep, output or dep.state.path / "kubeconfig", server)
     ui.ok(f"kubeconfig for {server} written to {path} (mode 0600)")
     ui.data(str(path), as_json=False)
     return errors.EXIT_OK
@@ -470,9 +479,9 @@ def kubeconfig(output, server, **kw):
 @common_options
 def rotate_ccm_credential(**kw):
     """Replace the cloud-controller-manager's application credential (kubeadm)."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    with workflow.locked(dep):
-        done = workflow.rotate_ccm_credential(dep)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = ccm_credential.rotate_ccm_credential(dep)
     ui.data({"cluster": dep.cluster, **done})
     return errors.EXIT_OK
 
@@ -485,9 +494,9 @@ def rotate_ccm_credential(**kw):
 def renew_certificates(force, **kw):
     """Renew the control planes' Kubernetes certificates, one control plane at a time
     (salt-run state.orchestrate orch.certificates)."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    with workflow.locked(dep):
-        done = workflow.renew_certificates(dep, force=force)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = certificates.renew_certificates(dep, force=force)
     ui.data({"cluster": dep.cluster, **done})
     return errors.EXIT_OK
 
@@ -500,9 +509,9 @@ def renew_certificates(force, **kw):
 def backup(list_only, **kw):
     """Back up the cluster's datastore (kubeadm: an etcd snapshot) to the salt master, sealed
     so only a control plane can open it (salt-run state.orchestrate orch.backup)."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    with workflow.locked(dep):
-        done = workflow.backup(dep, list_only=list_only)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = backup_steps.backup(dep, list_only=list_only)
     ui.data({"cluster": dep.cluster, **done})
     return errors.EXIT_OK
 
@@ -516,9 +525,9 @@ def backup(list_only, **kw):
 def restore(name, yes, **kw):
     """Put the cluster's datastore back as a backup left it, on every control plane
     (salt-run state.orchestrate orch.restore pillar='{"backup": NAME}')."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    with workflow.locked(dep):
-        done = workflow.restore(dep, _confirmer(yes), name=name)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = backup_steps.restore(dep, _confirmer(yes), name=name)
     ui.data({"cluster": dep.cluster, **done})
     return errors.EXIT_OK
 
@@ -533,9 +542,9 @@ def restore(name, yes, **kw):
 def upgrade(version, **kw):
     """Move the cluster to another Kubernetes version, one node at a time, each drained
     before and uncordoned after (salt-run state.orchestrate orch.upgrade)."""
-    dep = workflow.Deployment(_settings(**kw), need_inputs=False)
-    with workflow.locked(dep):
-        done = workflow.upgrade(dep, version=version)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = upgrade_steps.upgrade(dep, version=version)
     ui.data({"cluster": dep.cluster, **done})
     return errors.EXIT_OK
 
@@ -545,9 +554,9 @@ def upgrade(version, **kw):
 @yes_option
 def down(yes, **kw):
     """Drain nodes, remove what Kubernetes left in the cloud, terraform destroy."""
-    dep = workflow.Deployment(_settings(**kw))
-    with workflow.locked(dep):
-        workflow.down(dep, _confirmer(yes))
+    dep = deployment.Deployment(_settings(**kw))
+    with deployment.locked(dep):
+        down_steps.down(dep, _confirmer(yes))
     ui.data({"cluster": dep.cluster, "destroyed": True})
     return errors.EXIT_OK
 

@@ -41,7 +41,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kos import workflow
+from kos.steps import deployment
+from kos.steps import nodes as node_steps
 
 from tests.bootstrap.conftest import REPO, Kos, base_env, start_sshd, stop_process
 from tests.integration.conftest import MASTER_TIMING, NetnsMinion, kill_standin_daemons
@@ -796,14 +797,14 @@ def test_upgrade_goes_through_the_orchestration_one_node_at_a_time(converged, op
 
 def test_drain_removes_nodes_from_kubernetes(converged, operator, outputs, master, monkeypatch):
     monkeypatch.setenv("SSH_AUTH_SOCK", operator.env["SSH_AUTH_SOCK"])
-    settings = workflow.Settings(
+    settings = deployment.Settings(
         terraform_dir=REPO / "terraform",
         state_root=operator.cwd / ".kos",
         outputs_file=outputs["path"],
         ssh_port=SSH_PORT,
     )
-    dep = workflow.Deployment(settings, need_inputs=False)
-    assert workflow.drain(dep) == {"drained": ["k8s-worker-1"]}
+    dep = deployment.Deployment(settings, need_inputs=False)
+    assert node_steps.drain(dep) == {"drained": ["k8s-worker-1"]}
     nodes = master.salt_cli(timeout=120).run("microk8s.nodes", minion_tgt=fqdn("k8s-cp-1")).data
     assert set(nodes) == {"k8s-cp-1"}
 

@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import pytest
 import salt.crypt
 import salt.utils.crypt
-from kos import cloud, trust, workflow
+from kos import cloud, trust
 from kos.errors import ConvergeError
 from kos.onmaster import key_finger
+from kos.steps import hostkeys
 
 FQDN = "k8s-worker-1.kos.internal"
 FINGER = ":".join(["ab"] * 32)
@@ -311,14 +312,14 @@ def test_the_bastion_and_master_keys_are_pinned_from_their_consoles(tmp_path, po
     # an old key of the master (before a rebuild) and another host's line
     known.write_text(f"10.20.0.10 {BASTION_KEY}\n[10.99.0.1]:2222 {MASTER_KEY}\n")
     dep = deployment(tmp_path, host_records(), port=port)
-    assert workflow.pin_host_keys(dep, OUTPUTS) is False  # strict checking
+    assert hostkeys.pin_host_keys(dep, OUTPUTS) is False  # strict checking
     bastion = "192.0.2.10" if port == 22 else f"[192.0.2.10]:{port}"
     master = "10.20.0.10" if port == 22 else f"[10.20.0.10]:{port}"
     assert known_hosts_lookup(known, bastion) == [BASTION_KEY]
     assert known_hosts_lookup(known, master) == [MASTER_KEY]
     assert f"[10.99.0.1]:2222 {MASTER_KEY}" in known.read_text()
     # again: nothing doubles
-    workflow.pin_host_keys(dep, OUTPUTS)
+    hostkeys.pin_host_keys(dep, OUTPUTS)
     assert known_hosts_lookup(known, master) == [MASTER_KEY]
 
 
@@ -328,24 +329,24 @@ def test_the_operators_known_hosts_wins(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     dep = deployment(state, host_records(), known_hosts=mine)
-    assert workflow.pin_host_keys(dep, OUTPUTS) is False
+    assert hostkeys.pin_host_keys(dep, OUTPUTS) is False
     assert (state / "known_hosts").read_text() == mine.read_text()
 
 
 def test_no_verified_host_key_is_refused_unless_the_operator_accepts_it(tmp_path):
     dep = deployment(tmp_path)
     with pytest.raises(ConvergeError) as refused:
-        workflow.pin_host_keys(dep, OUTPUTS)
+        hostkeys.pin_host_keys(dep, OUTPUTS)
     assert "the bastion (192.0.2.10) and the salt master (10.20.0.10)" in refused.value.problem
     assert "--known-hosts" in refused.value.fix and "--trust-unverified" in refused.value.fix
     assert not (tmp_path / "known_hosts").exists()
     dep.settings.trust_unverified = True
-    assert workflow.pin_host_keys(dep, OUTPUTS) is True  # accept-new, said so
+    assert hostkeys.pin_host_keys(dep, OUTPUTS) is True  # accept-new, said so
 
 
 def test_keys_pinned_earlier_stay_trusted(tmp_path):
     (tmp_path / "known_hosts").write_text(f"192.0.2.10 {BASTION_KEY}\n10.20.0.10 {MASTER_KEY}\n")
-    assert workflow.pin_host_keys(deployment(tmp_path), OUTPUTS) is False
+    assert hostkeys.pin_host_keys(deployment(tmp_path), OUTPUTS) is False
 
 
 def test_a_node_kos_reaches_for_its_kubeconfig_is_pinned_from_its_console(tmp_path):
@@ -353,17 +354,17 @@ def test_a_node_kos_reaches_for_its_kubeconfig_is_pinned_from_its_console(tmp_pa
     records = {**host_records(), FQDN: {"server_id": "w", "minion_keys": [],
                                         "ssh_host_keys": [node_key]}}
     dep = deployment(tmp_path, records)
-    workflow.pin_node_host_key(dep, FQDN, "10.20.0.21")
+    hostkeys.pin_node_host_key(dep, FQDN, "10.20.0.21")
     assert known_hosts_lookup(tmp_path / "known_hosts", "10.20.0.21") == [node_key]
     # a node whose console showed nothing: refused, unless the operator accepts it
     dep = deployment(tmp_path / "other")
     (tmp_path / "other").mkdir()
     with pytest.raises(ConvergeError) as refused:
-        workflow.pin_node_host_key(dep, FQDN, "10.20.0.21")
+        hostkeys.pin_node_host_key(dep, FQDN, "10.20.0.21")
     assert f"no verified SSH host key for {FQDN} (10.20.0.21)" in refused.value.problem
     assert "--trust-unverified" in refused.value.fix
     dep.settings.trust_unverified = True
-    workflow.pin_node_host_key(dep, FQDN, "10.20.0.21")
+    hostkeys.pin_node_host_key(dep, FQDN, "10.20.0.21")
 
 
 def test_ssh_checks_host_keys_strictly_unless_told(tmp_path):

@@ -242,22 +242,22 @@ def deployment(replace, detail=None, nodes=("k8s-cp-1", "k8s-cp-2", "k8s-worker-
 def test_the_only_control_plane_is_never_rebuilt_in_place():
     """A rebuilt first control plane rejoins through another control plane; with none,
     its cluster would be gone: refused before anything changes."""
-    from kos import workflow
+    from kos.steps import nodes
 
     alone = deployment(("bastion", "k8s-cp-1"), nodes=("k8s-cp-1", "k8s-worker-1"))
     with pytest.raises(InputError) as err:
-        workflow.refuse_replacing_the_only_control_plane(alone)
+        nodes.refuse_replacing_the_only_control_plane(alone)
     assert "k8s-cp-1 is the only control plane" in err.value.problem
     assert "num_control_plane" in err.value.fix and "Replace a node" in err.value.fix
     # with another control plane to rejoin through, the first one is rebuilt like any other
-    workflow.refuse_replacing_the_only_control_plane(deployment(("bastion", "k8s-cp-1")))
-    workflow.refuse_replacing_the_only_control_plane(deployment(("k8s-cp-2", "salt")))
+    nodes.refuse_replacing_the_only_control_plane(deployment(("bastion", "k8s-cp-1")))
+    nodes.refuse_replacing_the_only_control_plane(deployment(("k8s-cp-2", "salt")))
 
 
 def test_the_rebuilt_servers_old_keys_are_forgotten_but_the_masters():
     """The master's keys live on its state volume: a rebuilt master keeps them."""
-    from kos import workflow
+    from kos.steps import nodes
 
     dep = deployment((), {"add": 3, "replaced": ["bastion", "k8s-cp-2", "salt"]})
-    assert workflow.rebuilt_minions(dep) == ["bastion.example.com", "k8s-cp-2.example.com"]
-    assert workflow.rebuilt_minions(deployment((), {"add": 1, "retired": ["x"]})) == []
+    assert nodes.rebuilt_minions(dep) == ["bastion.example.com", "k8s-cp-2.example.com"]
+    assert nodes.rebuilt_minions(deployment((), {"add": 1, "retired": ["x"]})) == []

@@ -12,9 +12,9 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
-from kos import workflow
 from kos.errors import ConvergeError
 from kos.ssh import Ssh
+from kos.steps import down, kubeconfig
 from kos.state import StateDir
 
 BASTION, MASTER, FIRST = "198.51.100.7", "10.0.0.4", "10.0.0.11"
@@ -48,7 +48,7 @@ def test_a_node_is_reached_through_the_bastion_with_the_agents_keys_only(ssh, tm
     assert conf["proxyjump"] == "kos-bastion"
     assert conf["identityfile"] == "none"
     assert conf["batchmode"] == "yes"
-    # pinned from the node's console (kos.workflow.pin_node_host_key), never trusted on first
+    # pinned from the node's console (kos.steps.hostkeys.pin_node_host_key), never trusted on first
     # use unless the operator said so
     assert conf["stricthostkeychecking"] == "true"
     assert conf["userknownhostsfile"] == str(tmp_path / "state" / "known_hosts")
@@ -98,7 +98,7 @@ def deployment(tmp_path, backend):
 
 
 def write(dep, path, text="clusters: []\n"):
-    workflow._record_kubeconfig(dep, path, text)
+    kubeconfig._record_kubeconfig(dep, path, text)
     path.write_text(text)
     path.chmod(0o600)
 
@@ -112,13 +112,13 @@ def test_down_removes_the_kubeconfigs_kos_wrote(tmp_path, backend):
     write(dep, merged)
     merged.write_text(merged.read_text() + "# another cluster's context\n")
     try:
-        workflow.down(dep, confirm=lambda _: None)
+        down.down(dep, confirm=lambda _: None)
     except ConvergeError:
         assert backend.leak_after
     assert not mine.exists()
     # changed since: someone else's too now, so it stays
     assert merged.exists() and stat.S_IMODE(merged.stat().st_mode) == 0o600
-    assert not dep.state.file(workflow.KUBECONFIGS).exists()
+    assert not dep.state.file(kubeconfig.KUBECONFIGS).exists()
 
 
 def test_a_failed_destroy_keeps_them(tmp_path):
@@ -126,11 +126,11 @@ def test_a_failed_destroy_keeps_them(tmp_path):
     mine = tmp_path / "admin.kubeconfig"
     write(dep, mine)
     with pytest.raises(ConvergeError):
-        workflow.down(dep, confirm=lambda _: None)
+        down.down(dep, confirm=lambda _: None)
     # the cluster stands: its kubeconfig is still the way in
     assert mine.exists()
-    assert json.loads(dep.state.file(workflow.KUBECONFIGS).read_text()) == {
-        str(mine): workflow._digest("clusters: []\n")}
+    assert json.loads(dep.state.file(kubeconfig.KUBECONFIGS).read_text()) == {
+        str(mine): kubeconfig._digest("clusters: []\n")}
 
 
 def test_kos_asks_salt_for_no_function_that_hands_out_a_secret():

@@ -1,0 +1,37 @@
+"""The control planes' certificates: what ``kos status`` shows of them, and
+``kos renew-certificates`` (orch.certificates)."""
+
+from .. import ui
+from .deployment import control_plane_ids
+from .master import STATUS_PING, orchestrated
+
+
+def certificate_summary(found):
+    """What ``kos status`` shows of a control plane's ``kos.certificates``."""
+    return {"days_left": found.get("days_left"), "warn_days": found.get("warn_days"),
+            "expiring": sorted(found.get("expiring") or {})}
+
+
+
+def renew_certificates(dep, force=False):
+    """orch.certificates: the control planes' certificates renewed one node at a time where
+    they expire within kos:certificates:warn_days (all of them with ``force``); returns
+    what each control plane has left afterwards."""
+    outputs = dep.require_outputs()
+    control_planes = control_plane_ids(outputs)
+    pillar = {"force": True} if force else {}
+    with dep.master() as master:
+        # this checkout's formula (orch.certificates, the states); the pillar stays what
+        # the last converge pushed
+        master.push_tree(dep.settings.formula_dir, dep.settings.state_tree)
+        with ui.step("renew the control planes' certificates, one at a time"):
+            summary = master.orchestrate(
+                "orch.certificates", pillar, rerun="kos renew-certificates"
+                + (" --force" if force else ""))
+        left = master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
+    return {
+        "orchestration": orchestrated(summary),
+        "certificates": {m: certificate_summary(v) for m, v in sorted(left.items())
+                         if isinstance(v, dict)},
+    }
+

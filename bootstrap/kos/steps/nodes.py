@@ -1,0 +1,124 @@
+"""
+Nodes leaving the cluster: before Terraform destroys or rebuilds their servers
+(orch.remove), and, at ``kos down``, drained and deleted best effort; which nodes the last
+apply rebuilt or retired, for the converge after it.
+"""
+
+import json
+
+from .. import distributions, ui
+from ..backends import missing_outputs
+from ..errors import ConvergeError, InputError
+from ..state import fingerprint
+from .deployment import first_control_plane
+from .master import orchestrated, push_trees
+
+
+def remove_nodes(dep, minions, replace=False):
+    """orch.remove: the nodes Terraform is about to destroy leave the cluster first (drained,
+    left, forgotten by the first control plane), one at a time, workers first. A node that
+    does not answer cannot leave by itself; its server goes next anyway, so the cluster
+    forgets it without (orch.remove's force; a kubeadm control plane's etcd member is
+    removed from the first control plane). ``replace``: the nodes come back on new servers
+    (kos up --replace), which is an action: it runs whenever asked."""
+    names = ", ".join(m.split(".")[0] for m in minions)
+    extra = {"replace": True} if replace else {}
+
+    def run():
+        with dep.master() as master:
+            # this checkout's formula: orch.remove and the states it runs
+            push_trees(master, dep.settings)
+            answering, silent = master.answering(minions, timeout=30)
+            done = {}
+            for ids, force in ((answering, False), (silent, True)):
+                if not ids:
+                    continue
+                if force:
+                    ui.warn(f"{', '.join(ids)} do not answer: forgotten by the cluster "
+                            "without leaving it themselves (their servers go next)")
+                pillar = {"remove": sorted(ids), **extra, **({"force": True} if force else {})}
+                summary = master.orchestrate("orch.remove", pillar, rerun="kos up")
+                done[("forced" if force else "left")] = orchestrated(summary)
+            return done
+
+    return dep.steps.run(
+        "replace-leave" if replace else "remove-nodes", fingerprint(sorted(minions)),
+        f"take {names} out of the cluster before their servers go "
+        f"(salt-run state.orchestrate orch.remove "
+        f"pillar='{json.dumps({'remove': sorted(minions), **extra})}')",
+        run, always=replace,
+    )
+
+
+def _last_apply(dep):
+    """What the last apply recorded in its step: the hosts it ``replaced``, the minion ids
+    it ``retired``."""
+    return dep.steps.get(dep.backend.create_step).get("detail") or {}
+
+
+def rebuilt_minions(dep):
+    """The minion ids whose servers the last apply rebuilt (--replace) and whose new
+    servers present new keys; the master's keys sit on its state volume and stay."""
+    hosts = set(_last_apply(dep).get("replaced") or ()) - {"salt"}
+    minions = (dep.outputs() or {}).get("minions") or {}
+    return sorted(mid for mid, m in minions.items() if m.get("hostname") in hosts)
+
+
+def refuse_replacing_the_only_control_plane(dep):
+    """A rebuilt first control plane rejoins through another joined control plane
+    (orch.deploy); with none, its new server would hold nothing to rejoin and the cluster
+    would be gone."""
+    outputs = dep.outputs() or {}
+    minions = outputs.get("minions") or {}
+    first = first_control_plane(outputs) if minions else None
+    host = (minions.get(first) or {}).get("hostname")
+    others = [m for m, i in minions.items() if i.get("role") == "control_plane" and m != first]
+    if host and host in dep.settings.replace and not others:
+        raise InputError(
+            f"--replace {host}: {host} is the only control plane, and the cluster lives on "
+            "its disk: a new server there would start another cluster",
+            fix="add control planes first (num_control_plane = 3), then replace it; or "
+            "bring its server back with its disk (docs/day-two.md, Nodes, Replace a node)")
+
+
+def retired_minions(dep):
+    """The minion ids whose servers the last apply destroyed."""
+    return sorted(_last_apply(dep).get("retired") or [])
+
+
+
+def drain(dep):
+    """Best effort: drain and delete every node but the first control plane, via Salt."""
+    try:
+        outputs = dep.outputs()
+    except Exception as exc:  # noqa: BLE001 - down must proceed without outputs
+        ui.warn(f"no outputs, nodes not drained: {exc}")
+        return {"drained": []}
+    if not outputs or missing_outputs(outputs):
+        ui.info("no infrastructure outputs: nothing to drain")
+        return {"drained": []}
+    first = first_control_plane(outputs)
+    order = sorted(
+        (mid for mid, n in outputs["kubernetes_nodes"].items() if mid != first),
+        key=lambda mid: (outputs["kubernetes_nodes"][mid].get("role") != "worker", mid),
+    )
+    done = []
+    try:
+        with dep.master() as master:
+            dist = distributions.detect(master, first)
+            if dist.name in (outputs.get("simulated") or ()):
+                ui.info("a simulated cluster runs no workloads: nothing to drain")
+                return {"drained": []}
+            for mid in order:
+                node = outputs["minions"].get(mid, {}).get("hostname") or mid.split(".")[0]
+                for verb, action in (("drain", dist.drain), ("delete", dist.delete)):
+                    try:
+                        out = action(master, first, node)
+                        ui.ok(f"{node}: {str(out).strip() or verb}")
+                    except ConvergeError as exc:
+                        ui.warn(f"{node}: {verb} failed: {exc.problem}")
+                done.append(node)
+    except ConvergeError as exc:
+        ui.warn(f"salt master unreachable, nodes not drained: {exc.problem}")
+    return {"drained": done}
+
