@@ -4,6 +4,8 @@ host keys of rebuilt servers forgotten, then the converge. Re-run after a failur
 picks up where it stopped: the backend records its own steps, the converge its.
 """
 
+import os
+
 from ..cloud import raise_on_failures
 from ..state import fingerprint
 from . import runner
@@ -28,7 +30,9 @@ class Preflight(runner.Step):
 
     def fingerprint(self):
         dep = self.ctx
-        return fingerprint(dep.inputs.fingerprint, dep.settings.cloud, dep.settings.os_cloud)
+        # OS_CLOUD picks the clouds.yaml entry as --os-cloud does: another cloud is checked anew
+        return fingerprint(dep.inputs.fingerprint, dep.settings.cloud, dep.settings.os_cloud,
+                           os.environ.get("OS_CLOUD"))
 
     def title(self):
         return "preflight"
