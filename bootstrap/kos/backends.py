@@ -12,7 +12,7 @@ installed beside kos as entry points of the group ``kos.clouds`` (the rehearsal 
 
 from importlib import metadata
 
-from . import ccm, cloud, plan, trust, ui
+from . import ccm, cloud, cloud_cleanup, plan, trust, ui
 from .backend import Backend
 from .errors import InputError, PreflightError, TerraformError
 from .ssh import agent_findings
@@ -178,7 +178,7 @@ class OpenStackBackend(Backend):
             "cleanup-before-destroy",
             fp,
             "remove load balancers, volumes, floating IPs and ports Kubernetes left",
-            lambda: cloud.cleanup_before_destroy(self.conn, cluster),
+            lambda: cloud_cleanup.cleanup_before_destroy(self.conn, cluster),
             always=True,
         )
         steps.run("terraform-destroy", fp, "terraform destroy", self.terraform.destroy, always=True)
@@ -186,7 +186,7 @@ class OpenStackBackend(Backend):
             "cleanup-after-destroy",
             fp,
             "remove what outlived terraform destroy",
-            lambda: cloud.cleanup_after_destroy(self.conn, cluster),
+            lambda: cloud_cleanup.cleanup_after_destroy(self.conn, cluster),
             always=True,
         )
         steps.run(

@@ -2,8 +2,8 @@
 The run lock: one kos run per cluster, locally (the state directory's ``lock``) and on the
 salt master (``kos.onmaster`` holds it there for as long as its session lives).
 
-Only the standard library: ``kos.salt.Channel`` sends this file to the master ahead of
-``onmaster.py``, where kos is not installed.
+Only the standard library: ``kos.channel.Channel`` sends this file to the master ahead of
+the ``onmaster`` modules, where kos is not installed.
 """
 
 import fcntl

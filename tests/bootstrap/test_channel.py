@@ -1,5 +1,5 @@
 """
-kos's channel to Salt (``kos/onmaster.py`` and ``kos.salt.Channel``) against a real
+kos's channel to Salt (``kos/onmaster*.py`` and ``kos.channel.Channel``) against a real
 salt-master and salt-minion on loopback, without SSH: the session's transport is a local
 process started exactly as the SSH session starts it (the same prelude, loader and program).
 The SSH path, the CLI and the locks across runs are in test_converge.py.
@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 from kos import errors
+from kos.channel import PRELUDE, Channel
 from kos.lock import FileLock, LockHeld
-from kos.onmaster import step_summary
-from kos.salt import PRELUDE, Channel, SaltMaster, orchestration_failures
+from kos.onmaster_summary import step_summary
+from kos.salt import SaltMaster, orchestration_failures
 
 from tests.saltjobs import running_job
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import kos_local
-from kos_local import hosts, kubernetes, net
+from kos_local import debrepo, hosts, kubernetes, net
 from kos_local.image import BuildFailed
 from tests.unit.conftest import load
 
@@ -102,11 +102,11 @@ def test_an_image_archive_is_what_containerd_and_the_formula_read(tmp_path):
 def test_packages_put_files_where_pkgs_k8s_io_does(tmp_path):
     for name in ("kubelet", "kubeadm", "kubectl"):
         (tmp_path / name).write_bytes(b"binary")
-    assert sorted(kubernetes._deb_files("kubelet", tmp_path)) == [
+    assert sorted(debrepo._deb_files("kubelet", tmp_path)) == [
         "/usr/bin/kubelet", "/usr/lib/systemd/system/kubelet.service"]
-    assert sorted(kubernetes._deb_files("kubeadm", tmp_path)) == [
+    assert sorted(debrepo._deb_files("kubeadm", tmp_path)) == [
         "/usr/bin/kubeadm", "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"]
-    assert "kubelet" in kubernetes.DEB_DEPENDS["kubeadm"]
+    assert "kubelet" in debrepo.DEB_DEPENDS["kubeadm"]
 
 
 def test_a_failed_step_is_named_with_its_log(tmp_path):

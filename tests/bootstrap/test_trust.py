@@ -14,9 +14,10 @@ import shutil
 import pytest
 import salt.crypt
 from kos import trust
+from kos.channel import Channel
 from kos.errors import ConvergeError
-from kos.onmaster import key_finger
-from kos.salt import Channel, SaltMaster
+from kos.onmaster_keys import key_finger
+from kos.salt import SaltMaster
 
 from tests.bootstrap.test_channel import BIN, LocalSession
 

@@ -15,7 +15,7 @@ import salt.crypt
 import salt.utils.crypt
 from kos import cloud, trust
 from kos.errors import ConvergeError
-from kos.onmaster import key_finger
+from kos.onmaster_keys import key_finger
 from kos.steps import hostkeys
 
 FQDN = "k8s-worker-1.kos.internal"

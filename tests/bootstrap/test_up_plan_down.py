@@ -18,6 +18,7 @@ import stat
 
 import pytest
 from kos import cloud as kos_cloud
+from kos import cloud_cleanup
 from kos.errors import CleanupError
 
 from tests.bootstrap import fakecloud as fc
@@ -235,10 +236,10 @@ def test_attached_csi_volume_is_deleted_once_its_server_is_gone(fake_cloud, tmp_
     attached = fc.volume("pvc-logs", {"cinder.csi.openstack.org/cluster": "kos"}, status="in-use")
     fake_cloud.state["volumes"].append(attached)
     conn = kos_cloud.connect()
-    before = kos_cloud.cleanup_before_destroy(conn, "kos")
+    before = cloud_cleanup.cleanup_before_destroy(conn, "kos")
     assert before["volumes"] == [] and fake_cloud.state["volumes"] == [attached]
     attached["status"] = "available"  # what Nova does when terraform destroy deletes the server
-    after = kos_cloud.cleanup_after_destroy(conn, "kos")
+    after = cloud_cleanup.cleanup_after_destroy(conn, "kos")
     assert after["volumes"] == ["pvc-logs"] and fake_cloud.state["volumes"] == []
 
 
@@ -255,7 +256,7 @@ def test_a_load_balancer_stuck_pending_stops_down_saying_what_it_waited_for(
         fc.load_balancer("kube_service_kos_default_web", status="PENDING_UPDATE")
     )
     with pytest.raises(CleanupError) as stuck:
-        kos_cloud.cleanup_before_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos", 1)
+        cloud_cleanup.cleanup_before_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos", 1)
     assert str(stuck.value) == (
         "timed out after 1s waiting for load balancer kube_service_kos_default_web "
         "to leave its PENDING state"
@@ -267,7 +268,7 @@ def test_a_load_balancer_stuck_pending_stops_down_saying_what_it_waited_for(
 def test_a_load_balancer_in_error_is_deleted(fake_cloud, tmp_path, monkeypatch):
     broken = fc.load_balancer("kube_service_kos_default_web", status="ERROR")
     fake_cloud.state["loadbalancers"].append(broken)
-    done = kos_cloud.cleanup_before_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos")
+    done = cloud_cleanup.cleanup_before_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos")
     assert done["load_balancers"] == ["kube_service_kos_default_web"]
     assert broken["provisioning_status"] == "DELETED"
 
@@ -278,7 +279,7 @@ def test_a_volume_still_attached_after_destroy_stops_down_saying_so(
     attached = fc.volume("pvc-logs", {"cinder.csi.openstack.org/cluster": "kos"}, status="in-use")
     fake_cloud.state["volumes"].append(attached)
     with pytest.raises(CleanupError) as stuck:
-        kos_cloud.cleanup_after_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos", 1)
+        cloud_cleanup.cleanup_after_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos", 1)
     assert str(stuck.value) == "timed out after 1s waiting for volume pvc-logs to detach"
     assert fake_cloud.state["volumes"] == [attached]
 

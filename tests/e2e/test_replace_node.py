@@ -18,7 +18,7 @@ import json
 import pytest
 
 from kos import trust
-from kos.onmaster import key_finger
+from kos.onmaster_keys import key_finger
 from tests.e2e.test_real_kubernetes import etcd_members, kube_json, kubectl, wait_for
 
 pytestmark = pytest.mark.netns

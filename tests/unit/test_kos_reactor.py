@@ -170,7 +170,7 @@ def test_the_jobs_the_reactor_waits_for_are_those_kos_waits_for():
     """kos (onmaster.ORCHESTRATIONS) refuses to start beside an orchestration or a reaction;
     the reactor waits for the orchestrations only. Both name the same jobs, or one of them
     starts beside the other."""
-    from kos import onmaster
+    from kos import onmaster_orchestrate as onmaster
 
     own = f"runner.{runner.__virtualname__}.{runner.started.__name__}"
     assert onmaster.ORCHESTRATIONS == (runner.ORCHESTRATE, own)
