@@ -22,14 +22,21 @@ _prebuild = {}
 # long as the other directories share out over two processes), and on a fresh machine
 # their cloud boots while the prebuild makes Kubernetes. The rest of the order is the warm
 # time per directory of the run of 2026-12-02 (its "time per test directory"); a directory
-# not listed goes last.
-LONGEST_FIRST = ("e2e", "integration", "bootstrap", "integration_kubeadm_upgrade",
-                 "functional", "integration_kubeadm", "standins", "terraform", "unit")
+# not listed goes last. Each distribution's integration tests (tests/integration/<subdir>)
+# start a deployment of their own, so they are units of their own.
+LONGEST_FIRST = ("e2e", "integration", "bootstrap", "integration/kubeadm_upgrade",
+                 "functional", "integration/kubeadm", "standins", "terraform", "unit")
+SPLIT = ("integration",)
 
 
 def unit_of_work(nodeid):
-    parts = nodeid.split("/")
-    return parts[1] if parts[0] == "tests" and len(parts) > 2 else "tests"
+    # the path only: a parameter's id may hold a "/"
+    parts = nodeid.split("::")[0].split("/")
+    if parts[0] != "tests" or len(parts) < 3:
+        return "tests"
+    if parts[1] in SPLIT and len(parts) > 3:
+        return "/".join(parts[1:3])
+    return parts[1]
 
 
 def _rank(unit):

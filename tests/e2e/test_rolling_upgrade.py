@@ -7,7 +7,7 @@ nothing to do. The API is probed from the master while it runs; failed probes ar
 reported (one control plane: its own refresh takes the API away for a moment).
 On the real kubeadm cluster, a skipped minor and a downgrade are refused by real kubelets'
 versions with nothing changed (the rolling upgrade itself runs against the stand-ins in
-tests/integration_kubeadm_upgrade: the next minor's build is not part of make test). Named
+tests/integration/kubeadm_upgrade: the next minor's build is not part of make test). Named
 to run before test_teardown.py, which takes the clusters down: the package's modules run in
 file-name order.
 """

@@ -455,7 +455,7 @@ def test_every_sls_renders(loaders, sls):
 def test_remove_orchestration_keeps_the_first_control_plane_and_changes_nothing(loaders, extra,
                                                                                words):
     """orch.remove refuses before it asks any minion (one node at a time, workers first, is
-    tests/integration_kubeadm's)."""
+    tests/integration/kubeadm's)."""
     data = loaders.modules.state.show_sls(
         "orch.remove", pillar={"remove": ["k8s-worker-1.kos-fn.test", MINION_ID], **extra})
     assert list(data) == ["kos-orch-remove-options"], list(data)

@@ -1,8 +1,17 @@
 """
 A real salt-master on a test bridge and real salt-minions, each in its own network
-namespace with the microk8s/snap stand-ins on PATH and its own stand-in root (its
-"disk"). The state tree is the repository's; the pillar tree is the repository's
-plus the per-deployment layers a test writes.
+namespace with the stand-ins on PATH and its own stand-in root (its "disk"). The state
+tree is the repository's; the pillar tree is the repository's plus the per-deployment
+layers a test writes.
+
+The fixtures here start one deployment per package: the one its ``distribution`` fixture
+names, a ``Deployment`` class (which distribution, which hosts, domain and network). This
+package's is microk8s; tests/integration/kubeadm and tests/integration/kubeadm_upgrade name
+kubeadm deployments of their own. Each of those imports the fixtures into its conftest.py:
+pytest keeps a package fixture for the package whose conftest.py defines it
+(https://docs.pytest.org/en/stable/how-to/fixtures.html#fixture-scopes), so each gets its own
+master and minions, stopped when its tests are done, and none is reused for another
+``distribution``.
 """
 
 import hashlib
@@ -55,10 +64,34 @@ def kill_standin_daemons(root):
             pass
 
 
+HOSTNAMES = ["salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2", "k8s-worker-3"]
+# What Terraform created at first; k8s-worker-3 runs a minion that the deployment gains
+# later (test_deploy: adding a node).
+MEMBERS = HOSTNAMES[:4]
+# What a test host may change of the test machine: its stand-in /etc/hosts, nothing else.
+TEST_MACHINE = {
+    "core": {"manage": {key: key == "hosts" for key in (
+        "sysctl", "limits", "locale", "banners", "sshd", "resolver", "hosts", "packages",
+        "minion", "users")}},
+    "salt_master": {"manage_service": False},
+}
+
+
 class Deployment:
-    """The pillar a Terraform run would hand the master, for the test hosts."""
+    """The pillar a Terraform run would hand the master, for the test hosts; the class
+    attributes say which distribution and which hosts, domain and network (a subclass per
+    deployment)."""
 
     distribution = "microk8s"
+    cluster_name = "kos-it"
+    domain = DOMAIN
+    prefix = "kosit"
+    cidr = CIDR
+    public_cidr = "10.249.0.0/24"
+    hostnames = HOSTNAMES
+    members = MEMBERS
+    # executables the lab's hosts run besides the stand-ins
+    needs = ()
 
     def __init__(self, pillar_dir, lab, names):
         self.pillar_dir = Path(pillar_dir)
@@ -70,8 +103,12 @@ class Deployment:
         self.names.append(name)
         self.write("_from_terraform.sls", self.from_terraform())
 
+    @property
+    def domain_sls(self):
+        return self.domain.replace(".", "_")
+
     def fqdn(self, hostname):
-        return f"{hostname}.{DOMAIN}"
+        return f"{hostname}.{self.domain}"
 
     def write(self, path, data):
         target = self.pillar_dir / path
@@ -93,12 +130,12 @@ class Deployment:
         return {
             "kos": {
                 "distribution": self.distribution,
-                "cluster_name": "kos-it",
-                "domain": DOMAIN,
+                "cluster_name": self.cluster_name,
+                "domain": self.domain,
                 "deploy_user": "debian",
                 "networks": {
-                    "public_cidr": "10.249.0.0/24",
-                    "private_cidr": CIDR,
+                    "public_cidr": self.public_cidr,
+                    "private_cidr": self.cidr,
                     "pod_cidr": "10.244.0.0/16",
                     "service_cidr": "10.96.0.0/12",
                 },
@@ -110,12 +147,49 @@ class Deployment:
             "core": {"users": []},
         }
 
+    def environment(self):
+        """The environment's pillar layer: this environment is the test machine itself."""
+        self.write(f"environments/{self.domain_sls}.sls",
+                   {**TEST_MACHINE, "microk8s": {"ready_timeout": 30}})
+
+    def host(self, root, name):
+        """Lay out host ``name``'s disk under ``root``; its most specific pillar layer."""
+        return host_layer(root, name)
+
+    def minion_environ(self, environ, root, host):
+        """A minion's environment: the stand-ins first on PATH, its own stand-in root."""
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+        return dict(
+            environ,
+            PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
+            KOS_STANDIN_ROOT=str(root),
+            # the namespaces have no default route to find it from
+            KOS_STANDIN_IP=host.address,
+        )
+
+    def minion_overrides(self):
+        """What a minion's configuration adds to the master and interface it talks on."""
+        return {}
+
+    def clean(self, host_roots):
+        """Stop what the tests started on the hosts."""
+        kill_standin_daemons(host_roots)
+
 
 @pytest.fixture(scope="package")
-def netlab():
+def distribution():
+    """The deployment this package's tests run (a subpackage names its own)."""
+    return Deployment
+
+
+@pytest.fixture(scope="package")
+def netlab(distribution):
     if not can_use_netns():
         pytest.skip("needs root and network namespaces")
-    lab = NetLab(prefix="kosit", cidr=CIDR).up()
+    for program in distribution.needs:
+        if not shutil.which(program):
+            pytest.skip(f"needs {program} (Debian package {program})")
+    lab = NetLab(prefix=distribution.prefix, cidr=distribution.cidr).up()
     yield lab
     lab.down()
 
@@ -123,12 +197,6 @@ def netlab():
 @pytest.fixture(scope="package")
 def host_roots(tmp_path_factory):
     return tmp_path_factory.mktemp("hosts")
-
-
-HOSTNAMES = ["salt", "k8s-cp-1", "k8s-worker-1", "k8s-worker-2", "k8s-worker-3"]
-# What Terraform created at first; k8s-worker-3 runs a minion that the deployment gains
-# later (test_deploy: adding a node).
-MEMBERS = HOSTNAMES[:4]
 
 
 @pytest.fixture(scope="package")
@@ -152,30 +220,17 @@ def host_layer(root, name):
 
 
 @pytest.fixture(scope="package")
-def deployment(netlab, pillar_dir, host_roots):
-    for name in HOSTNAMES:
+def deployment(distribution, netlab, pillar_dir, host_roots):
+    for name in distribution.hostnames:
+        # Everything a host talks to is on the bridge (see NetLab.add_host).
         netlab.add_host(name, default_route=False)
-    dep = Deployment(pillar_dir, netlab, MEMBERS)
+    dep = distribution(pillar_dir, netlab, distribution.members)
     dep.write("_from_terraform.sls", dep.from_terraform())
-    # This environment is the test machine itself: only what a test host may change.
-    dep.write(
-        f"environments/{DOMAIN_SLS}.sls",
-        {
-            "core": {
-                "manage": {
-                    key: key == "hosts"
-                    for key in ("sysctl", "limits", "locale", "banners", "sshd", "resolver",
-                                "hosts", "packages", "minion", "users")
-                }
-            },
-            "salt_master": {"manage_service": False},
-            "microk8s": {"ready_timeout": 30},
-        },
-    )
-    for name in HOSTNAMES:
-        dep.write(f"minions/{DOMAIN_SLS}/{name}.sls", host_layer(host_roots / name, name))
+    dep.environment()
+    for name in distribution.hostnames:
+        dep.write(f"minions/{dep.domain_sls}/{name}.sls", dep.host(host_roots / name, name))
     yield dep
-    kill_standin_daemons(host_roots)
+    dep.clean(host_roots)
 
 
 @pytest.fixture(scope="package")
@@ -185,13 +240,13 @@ def files_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="package")
-def salt_master(salt_factories, netlab, deployment, pillar_dir, files_dir):
+def salt_master(salt_factories, netlab, deployment, files_dir):
     factory = salt_factories.salt_master_daemon(
-        "kos-it-master",
+        f"{deployment.cluster_name}-master",
         overrides={
             "interface": netlab.gateway,
             "file_roots": {"base": [str(REPO / "salt" / "salt"), str(files_dir)]},
-            "pillar_roots": {"base": [str(REPO / "pillar"), str(pillar_dir)]},
+            "pillar_roots": {"base": [str(REPO / "pillar"), str(deployment.pillar_dir)]},
             "minion_data_cache": True,
             **MASTER_TIMING,
         },
@@ -203,22 +258,16 @@ def salt_master(salt_factories, netlab, deployment, pillar_dir, files_dir):
 def netns_minion(salt_master, netlab, deployment, host_roots, name):
     """A minion factory for host ``name``: in its namespace, with the stand-ins on PATH and
     its own stand-in root."""
-    root = host_roots / name
+    host = netlab.hosts[name]
     factory = salt_master.salt_minion_daemon(
         deployment.fqdn(name),
         factory_class=NetnsMinion,
-        netns=netlab.hosts[name].netns,
-        overrides={"master": netlab.gateway, "interface": "0.0.0.0"},
+        netns=host.netns,
+        overrides={"master": netlab.gateway, "interface": "0.0.0.0",
+                   **deployment.minion_overrides()},
     )
-    path = os.environ.get("PATH", "/usr/bin:/bin")
     # The manager hands every daemon the same environ dict: give this one its own.
-    factory.environ = dict(
-        factory.environ,
-        PATH=f"{STANDINS / 'bin'}:{root / 'snap' / 'bin'}:{path}",
-        KOS_STANDIN_ROOT=str(root),
-        # the namespaces have no default route to find it from
-        KOS_STANDIN_IP=netlab.hosts[name].address,
-    )
+    factory.environ = deployment.minion_environ(factory.environ, host_roots / name, host)
     return factory
 
 
@@ -226,7 +275,7 @@ def netns_minion(salt_master, netlab, deployment, host_roots, name):
 def minions(salt_master, netlab, deployment, host_roots):
     started = {}
     try:
-        for name in HOSTNAMES:
+        for name in deployment.hostnames:
             started[name] = netns_minion(salt_master, netlab, deployment, host_roots, name)
         # Started together: each start waits for the master to see the minion.
         with ThreadPoolExecutor(len(started)) as pool:
@@ -234,8 +283,8 @@ def minions(salt_master, netlab, deployment, host_roots):
                 fut.result()
         yield started
     finally:
-        for factory in started.values():
-            factory.terminate()
+        with ThreadPoolExecutor(max(1, len(started))) as pool:
+            list(pool.map(lambda f: f.terminate(), started.values()))
 
 
 @pytest.fixture(scope="package")

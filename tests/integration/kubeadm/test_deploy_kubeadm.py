@@ -21,7 +21,7 @@ import pytest
 from tests.integration.conftest import (
     EMPTY, by_id, converged, highstated, mine_digest, orchestrate,
 )
-from tests.integration_kubeadm.conftest import (
+from tests.integration.kubeadm.conftest import (
     CCM_CREDENTIALS, CONTROL_PLANES, STANDINS, daemon_pid, instance_uuid, root_of,
 )
 

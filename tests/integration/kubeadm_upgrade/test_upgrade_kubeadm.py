@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from tests.integration_kubeadm.conftest import root_of
+from tests.integration.kubeadm.conftest import root_of
 from tests.integration.conftest import by_id
 from tests.integration.conftest import orchestrate as run_orchestration
-from tests.integration_kubeadm_upgrade.conftest import CONTROL_PLANES, FIRST_PACKAGES, WORKERS
+from tests.integration.kubeadm_upgrade.conftest import CONTROL_PLANES, FIRST_PACKAGES, WORKERS
 
 K8S = [*CONTROL_PLANES, *WORKERS]
 TARGET, TARGET_PACKAGES = "v1.32.1", "1.32.1-1.1"
