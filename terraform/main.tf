@@ -66,6 +66,23 @@ locals {
   }
 }
 
+# What every server shares, handed whole to each role's module and from there to
+# modules/server. The networks apart: what does not need them (security groups, the master's
+# volume) need not wait for them.
+locals {
+  cluster = {
+    name_prefix           = var.cluster_name
+    tags                  = local.tags
+    image_name            = var.base_image
+    external_network_name = var.external_network_name
+    cloud_init            = local.cloud_init
+  }
+  networks = {
+    private = { network_id = module.network.private_network_id, subnet_id = module.network.private_subnet_id }
+    public  = { network_id = module.network.public_network_id, subnet_id = module.network.public_subnet_id }
+  }
+}
+
 module "network" {
   source = "./modules/network"
 
@@ -81,47 +98,33 @@ module "network" {
 module "bastion" {
   source = "./modules/bastion"
 
-  name_prefix           = var.cluster_name
-  tags                  = local.tags
-  image_name            = var.base_image
-  flavor_name           = var.bastion_flavor
-  external_network_name = var.external_network_name
-  public_network_id     = module.network.public_network_id
-  public_subnet_id      = module.network.public_subnet_id
-  private_network_id    = module.network.private_network_id
-  private_subnet_id     = module.network.private_subnet_id
-  public_ip             = local.bastion_public_ip
-  private_ip            = local.bastion_private_ip
-  private_cidr          = var.private_cidr
-  pod_cidr              = var.pod_cidr
-  ssh_allowed_cidrs     = var.ssh_allowed_cidrs
-  cloud_init            = local.cloud_init
-  root_password_hash    = local.root_password_hash
+  cluster            = local.cluster
+  networks           = local.networks
+  flavor_name        = var.bastion_flavor
+  public_ip          = local.bastion_public_ip
+  private_ip         = local.bastion_private_ip
+  private_cidr       = var.private_cidr
+  pod_cidr           = var.pod_cidr
+  ssh_allowed_cidrs  = var.ssh_allowed_cidrs
+  root_password_hash = local.root_password_hash
 }
 
 module "nodes" {
   source = "./modules/nodes"
 
-  name_prefix           = var.cluster_name
-  tags                  = local.tags
+  cluster               = local.cluster
+  networks              = local.networks
   nodes                 = local.kube_nodes
-  image_name            = var.base_image
   flavor_name           = var.kube_node_flavor
   distribution          = var.kubernetes_distribution
   api_port              = local.api_port
-  external_network_name = var.external_network_name
   admin_network_name    = var.admin_network_name
-  public_network_id     = module.network.public_network_id
-  public_subnet_id      = module.network.public_subnet_id
-  private_network_id    = module.network.private_network_id
-  private_subnet_id     = module.network.private_subnet_id
   private_cidr          = var.private_cidr
   pod_cidr              = var.pod_cidr
   service_cidr          = var.service_cidr
   bastion_private_ip    = local.bastion_private_ip
   api_allowed_cidrs     = coalesce(var.api_allowed_cidrs, var.ssh_allowed_cidrs)
   ingress_allowed_cidrs = var.ingress_allowed_cidrs
-  cloud_init            = local.cloud_init
   root_password_hash    = local.root_password_hash
 }
 
@@ -191,26 +194,19 @@ locals {
 module "salt_master" {
   source = "./modules/salt_master"
 
-  name_prefix        = var.cluster_name
-  tags               = local.tags
-  image_name         = var.base_image
+  cluster            = local.cluster
+  networks           = local.networks
   flavor_name        = var.salt_master_flavor
   volume_size        = var.salt_master_volume_size
   volume_type        = var.salt_master_volume_type
-  private_network_id = module.network.private_network_id
-  private_subnet_id  = module.network.private_subnet_id
   private_ip         = local.salt_master_ip
   private_cidr       = var.private_cidr
   bastion_private_ip = local.bastion_private_ip
   pillar             = local.salt_pillar
-  cloud_init         = local.cloud_init
   root_password_hash = local.root_password_hash
 
   # A top master (master of masters) also sits on the public network, behind a floating IP.
-  top_master            = var.top_master != null
-  public_network_id     = module.network.public_network_id
-  public_subnet_id      = module.network.public_subnet_id
-  public_ip             = local.salt_master_public_ip
-  external_network_name = var.external_network_name
-  syndic_cidrs          = var.top_master != null ? var.top_master.syndic_cidrs : []
+  top_master   = var.top_master != null
+  public_ip    = local.salt_master_public_ip
+  syndic_cidrs = var.top_master != null ? var.top_master.syndic_cidrs : []
 }

@@ -6,9 +6,9 @@ locals {
 }
 
 resource "openstack_networking_secgroup_v2" "public" {
-  name        = "${var.name_prefix}-bastion-public"
+  name        = "${var.cluster.name_prefix}-bastion-public"
   description = "kos bastion, public side: SSH from the allowed CIDRs"
-  tags        = var.tags
+  tags        = var.cluster.tags
 }
 
 resource "openstack_networking_secgroup_rule_v2" "public_ssh" {
@@ -36,9 +36,9 @@ resource "openstack_networking_secgroup_rule_v2" "public_icmp" {
 }
 
 resource "openstack_networking_secgroup_v2" "private" {
-  name        = "${var.name_prefix}-bastion-private"
+  name        = "${var.cluster.name_prefix}-bastion-private"
   description = "kos bastion, private side: everything from the private network, which it forwards and NATs"
-  tags        = var.tags
+  tags        = var.cluster.tags
 }
 
 resource "openstack_networking_secgroup_rule_v2" "private_any" {
@@ -54,16 +54,11 @@ resource "openstack_networking_secgroup_rule_v2" "private_any" {
 module "server" {
   source = "../server"
 
-  name_prefix           = var.name_prefix
-  tags                  = var.tags
-  image_name            = var.image_name
-  flavor_name           = var.flavor_name
-  external_network_name = var.external_network_name
-  private_network       = { network_id = var.private_network_id, subnet_id = var.private_subnet_id }
-  public_network        = { network_id = var.public_network_id, subnet_id = var.public_subnet_id }
-  cloud_init            = var.cloud_init
-  root_password_hash    = var.root_password_hash
-  template_vars         = { (local.hostname) = { private_cidr = var.private_cidr } }
+  cluster            = var.cluster
+  networks           = var.networks
+  flavor_name        = var.flavor_name
+  root_password_hash = var.root_password_hash
+  template_vars      = { (local.hostname) = { private_cidr = var.private_cidr } }
 
   servers = {
     (local.hostname) = {

@@ -1,17 +1,11 @@
-variable "name_prefix" {
-  type        = string
-  description = "Prefix of every resource name (the cluster name)."
+variable "cluster" {
+  type        = any
+  description = "What every server of the cluster shares (name prefix, tags, image, external network, cloud-init settings), handed to modules/server, whose variable of the same name types and describes it."
 }
 
-variable "tags" {
-  type        = list(string)
-  description = "Tags put on every resource that takes them."
-  default     = []
-}
-
-variable "image_name" {
-  type        = string
-  description = "Image the bastion boots from."
+variable "networks" {
+  type        = any
+  description = "The private and public networks and subnets, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "flavor_name" {
@@ -23,31 +17,6 @@ variable "availability_zone" {
   type        = string
   description = "Compute availability zone; null lets Nova choose."
   default     = null
-}
-
-variable "external_network_name" {
-  type        = string
-  description = "External network the floating IP comes from."
-}
-
-variable "public_network_id" {
-  type        = string
-  description = "ID of the public network."
-}
-
-variable "public_subnet_id" {
-  type        = string
-  description = "ID of the public subnet."
-}
-
-variable "private_network_id" {
-  type        = string
-  description = "ID of the private network."
-}
-
-variable "private_subnet_id" {
-  type        = string
-  description = "ID of the private subnet."
 }
 
 variable "public_ip" {
@@ -73,11 +42,6 @@ variable "pod_cidr" {
 variable "ssh_allowed_cidrs" {
   type        = list(string)
   description = "CIDRs allowed to reach SSH on the bastion's public port."
-}
-
-variable "cloud_init" {
-  type        = any
-  description = "Settings shared by every VM's cloud-init, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "root_password_hash" {

@@ -68,9 +68,9 @@ data "openstack_networking_network_v2" "admin" {
 }
 
 resource "openstack_networking_secgroup_v2" "cluster" {
-  name        = "${var.name_prefix}-k8s"
+  name        = "${var.cluster.name_prefix}-k8s"
   description = "kos Kubernetes nodes: cluster traffic inside the private network, SSH from the bastion"
-  tags        = var.tags
+  tags        = var.cluster.tags
 }
 
 resource "openstack_networking_secgroup_rule_v2" "cluster" {
@@ -120,9 +120,9 @@ resource "openstack_networking_secgroup_rule_v2" "pods" {
 }
 
 resource "openstack_networking_secgroup_v2" "edge" {
-  name        = "${var.name_prefix}-k8s-edge"
+  name        = "${var.cluster.name_prefix}-k8s-edge"
   description = "kos first control plane, outside port: Kubernetes API and HTTP(S) ingress"
-  tags        = var.tags
+  tags        = var.cluster.tags
 }
 
 resource "openstack_networking_secgroup_rule_v2" "edge" {
@@ -141,16 +141,11 @@ resource "openstack_networking_secgroup_rule_v2" "edge" {
 module "server" {
   source = "../server"
 
-  name_prefix           = var.name_prefix
-  tags                  = var.tags
-  image_name            = var.image_name
-  flavor_name           = var.flavor_name
-  external_network_name = var.external_network_name
-  private_network       = { network_id = var.private_network_id, subnet_id = var.private_subnet_id }
-  public_network        = { network_id = var.public_network_id, subnet_id = var.public_subnet_id }
-  admin_network_id      = one(data.openstack_networking_network_v2.admin[*].id)
-  cloud_init            = var.cloud_init
-  root_password_hash    = var.root_password_hash
+  cluster            = var.cluster
+  networks           = var.networks
+  flavor_name        = var.flavor_name
+  admin_network_id   = one(data.openstack_networking_network_v2.admin[*].id)
+  root_password_hash = var.root_password_hash
 
   servers = {
     for name, node in var.nodes : name => {

@@ -1,12 +1,11 @@
-variable "name_prefix" {
-  type        = string
-  description = "Prefix of every resource name (the cluster name)."
+variable "cluster" {
+  type        = any
+  description = "What every server of the cluster shares (name prefix, tags, image, external network, cloud-init settings), handed to modules/server, whose variable of the same name types and describes it."
 }
 
-variable "tags" {
-  type        = list(string)
-  description = "Tags put on every resource that takes them."
-  default     = []
+variable "networks" {
+  type        = any
+  description = "The private and public networks and subnets, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "nodes" {
@@ -31,11 +30,6 @@ variable "nodes" {
   }
 }
 
-variable "image_name" {
-  type        = string
-  description = "Image the nodes boot from."
-}
-
 variable "flavor_name" {
   type        = string
   description = "Flavor of the nodes."
@@ -56,35 +50,10 @@ variable "api_port" {
   description = "Port of the Kubernetes API server."
 }
 
-variable "external_network_name" {
-  type        = string
-  description = "External network the floating IPs come from."
-}
-
 variable "admin_network_name" {
   type        = string
   description = "Existing admin network for nodes with admin_network = true."
   default     = null
-}
-
-variable "public_network_id" {
-  type        = string
-  description = "ID of the public network."
-}
-
-variable "public_subnet_id" {
-  type        = string
-  description = "ID of the public subnet."
-}
-
-variable "private_network_id" {
-  type        = string
-  description = "ID of the private network."
-}
-
-variable "private_subnet_id" {
-  type        = string
-  description = "ID of the private subnet."
 }
 
 variable "private_cidr" {
@@ -117,11 +86,6 @@ variable "ingress_allowed_cidrs" {
   type        = list(string)
   description = "CIDRs allowed to HTTP/HTTPS on the outside ports (public or admin)."
   default     = []
-}
-
-variable "cloud_init" {
-  type        = any
-  description = "Settings shared by every VM's cloud-init, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "root_password_hash" {

@@ -8,9 +8,9 @@ locals {
 }
 
 resource "openstack_networking_secgroup_v2" "this" {
-  name        = "${var.name_prefix}-salt-master"
+  name        = "${var.cluster.name_prefix}-salt-master"
   description = "kos Salt master: Salt from the private network, SSH from the bastion"
-  tags        = var.tags
+  tags        = var.cluster.tags
 }
 
 # The check of a top master's inputs, on a resource of its own: a precondition reads the
@@ -21,8 +21,8 @@ resource "terraform_data" "top_master_inputs" {
 
   lifecycle {
     precondition {
-      condition     = var.public_network_id != null && var.public_subnet_id != null && var.public_ip != null && var.external_network_name != null && length(var.syndic_cidrs) > 0
-      error_message = "A top master needs public_network_id, public_subnet_id, public_ip, external_network_name and at least one syndic CIDR."
+      condition     = var.networks.public != null && var.cluster.external_network_name != null && var.public_ip != null && length(var.syndic_cidrs) > 0
+      error_message = "A top master needs the public network, the cluster's external_network_name, public_ip and at least one syndic CIDR."
     }
   }
 }
@@ -73,14 +73,14 @@ resource "openstack_networking_secgroup_rule_v2" "syndics" {
 }
 
 resource "openstack_blockstorage_volume_v3" "state" {
-  name              = "${var.name_prefix}-${local.hostname}-state"
+  name              = "${var.cluster.name_prefix}-${local.hostname}-state"
   description       = "kos Salt master state (/etc/salt/pki, /var/cache/salt): keep it to keep the minions' trust"
   size              = var.volume_size
   volume_type       = var.volume_type
   availability_zone = var.availability_zone
 
   metadata = {
-    kos_cluster = var.name_prefix
+    kos_cluster = var.cluster.name_prefix
     kos_role    = "salt_master"
   }
 }
@@ -88,16 +88,11 @@ resource "openstack_blockstorage_volume_v3" "state" {
 module "server" {
   source = "../server"
 
-  name_prefix           = var.name_prefix
-  tags                  = var.tags
-  image_name            = var.image_name
-  flavor_name           = var.flavor_name
-  external_network_name = var.external_network_name
-  private_network       = { network_id = var.private_network_id, subnet_id = var.private_subnet_id }
-  public_network        = var.top_master ? { network_id = var.public_network_id, subnet_id = var.public_subnet_id } : null
-  cloud_init            = var.cloud_init
-  root_password_hash    = var.root_password_hash
-  template_vars         = { (local.hostname) = { pillar = var.pillar } }
+  cluster            = var.cluster
+  networks           = var.networks
+  flavor_name        = var.flavor_name
+  root_password_hash = var.root_password_hash
+  template_vars      = { (local.hostname) = { pillar = var.pillar } }
 
   servers = {
     (local.hostname) = {

@@ -1,17 +1,11 @@
-variable "name_prefix" {
-  type        = string
-  description = "Prefix of every resource name (the cluster name)."
+variable "cluster" {
+  type        = any
+  description = "What every server of the cluster shares (name prefix, tags, image, external network, cloud-init settings), handed to modules/server, whose variable of the same name types and describes it."
 }
 
-variable "tags" {
-  type        = list(string)
-  description = "Tags put on every resource that takes them."
-  default     = []
-}
-
-variable "image_name" {
-  type        = string
-  description = "Image the master boots from."
+variable "networks" {
+  type        = any
+  description = "The private and public networks and subnets, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "flavor_name" {
@@ -42,16 +36,6 @@ variable "volume_type" {
   default     = null
 }
 
-variable "private_network_id" {
-  type        = string
-  description = "ID of the private network, where the minions reach the master (its only network unless it is a top master)."
-}
-
-variable "private_subnet_id" {
-  type        = string
-  description = "ID of the private subnet."
-}
-
 variable "private_ip" {
   type        = string
   description = "Fixed address of the master; every minion's cloud-init points at it before the master exists."
@@ -73,27 +57,9 @@ variable "top_master" {
   default     = false
 }
 
-variable "public_network_id" {
-  type        = string
-  description = "ID of the public network, a top master's outside side; unused otherwise."
-  default     = null
-}
-
-variable "public_subnet_id" {
-  type        = string
-  description = "ID of the public subnet, a top master's outside side; unused otherwise."
-  default     = null
-}
-
 variable "public_ip" {
   type        = string
   description = "Fixed address of a top master on the public network; unused otherwise."
-  default     = null
-}
-
-variable "external_network_name" {
-  type        = string
-  description = "External network whose pool gives a top master its floating IP; unused otherwise."
   default     = null
 }
 
@@ -106,11 +72,6 @@ variable "syndic_cidrs" {
 variable "pillar" {
   type        = string
   description = "YAML written to /srv/pillar/_from_terraform.sls at first boot."
-}
-
-variable "cloud_init" {
-  type        = any
-  description = "Settings shared by every VM's cloud-init, handed to modules/server, whose variable of the same name types and describes them."
 }
 
 variable "root_password_hash" {

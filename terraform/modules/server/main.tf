@@ -9,7 +9,7 @@
 # https://developer.hashicorp.com/terraform/language/modules/develop/refactoring).
 
 locals {
-  fqdn = { for host, server in var.servers : host => "${host}.${var.cloud_init.domain}" }
+  fqdn = { for host, server in var.servers : host => "${host}.${var.cluster.cloud_init.domain}" }
 
   public_servers   = { for host, server in var.servers : host => server if server.public != null }
   admin_servers    = { for host, server in var.servers : host => server if server.admin != null }
@@ -46,20 +46,20 @@ locals {
     for host, server in var.servers : host => templatefile("${path.module}/../../cloud-init/${server.template}.tftpl", merge(lookup(var.template_vars, host, {}), {
       hostname           = host
       fqdn               = local.fqdn[host]
-      domain             = var.cloud_init.domain
-      deploy_user        = var.cloud_init.deploy_user
-      ssh_public_keys    = var.cloud_init.ssh_public_keys
-      salt_master_ip     = var.cloud_init.salt_master_ip
-      salt_transport     = var.cloud_init.salt_transport
-      hosts              = merge(var.cloud_init.hosts, { (host) = server.private.ip })
+      domain             = var.cluster.cloud_init.domain
+      deploy_user        = var.cluster.cloud_init.deploy_user
+      ssh_public_keys    = var.cluster.cloud_init.ssh_public_keys
+      salt_master_ip     = var.cluster.cloud_init.salt_master_ip
+      salt_transport     = var.cluster.cloud_init.salt_transport
+      hosts              = merge(var.cluster.cloud_init.hosts, { (host) = server.private.ip })
       root_password_hash = var.root_password_hash
       firstboot = templatefile("${path.module}/../../cloud-init/kos-firstboot.sh.tftpl", {
         fqdn                  = local.fqdn[host]
         role                  = server.role
-        salt_master_ip        = var.cloud_init.salt_master_ip
-        salt_version          = var.cloud_init.salt_version
-        salt_bootstrap_url    = var.cloud_init.salt_bootstrap_url
-        salt_bootstrap_sha256 = var.cloud_init.salt_bootstrap_sha256
+        salt_master_ip        = var.cluster.cloud_init.salt_master_ip
+        salt_version          = var.cluster.cloud_init.salt_version
+        salt_bootstrap_url    = var.cluster.cloud_init.salt_bootstrap_url
+        salt_bootstrap_sha256 = var.cluster.cloud_init.salt_bootstrap_sha256
         interfaces            = local.interfaces[host]
         # virtio-blk exposes the first 20 characters of the volume id as the disk serial.
         volume_serial = server.volume == null ? null : substr(server.volume.id, 0, 20)
@@ -71,14 +71,14 @@ locals {
 resource "openstack_networking_port_v2" "private" {
   for_each = var.servers
 
-  name               = "${var.name_prefix}-${each.key}-private"
-  network_id         = var.private_network.network_id
+  name               = "${var.cluster.name_prefix}-${each.key}-private"
+  network_id         = var.networks.private.network_id
   admin_state_up     = true
   security_group_ids = each.value.private.security_group_ids
-  tags               = var.tags
+  tags               = var.cluster.tags
 
   fixed_ip {
-    subnet_id  = var.private_network.subnet_id
+    subnet_id  = var.networks.private.subnet_id
     ip_address = each.value.private.ip
   }
 
@@ -93,14 +93,14 @@ resource "openstack_networking_port_v2" "private" {
 resource "openstack_networking_port_v2" "public" {
   for_each = local.public_servers
 
-  name               = "${var.name_prefix}-${each.key}-public"
-  network_id         = var.public_network.network_id
+  name               = "${var.cluster.name_prefix}-${each.key}-public"
+  network_id         = var.networks.public.network_id
   admin_state_up     = true
   security_group_ids = each.value.public.security_group_ids
-  tags               = var.tags
+  tags               = var.cluster.tags
 
   fixed_ip {
-    subnet_id  = var.public_network.subnet_id
+    subnet_id  = var.networks.public.subnet_id
     ip_address = each.value.public.ip
   }
 
@@ -113,8 +113,8 @@ resource "openstack_networking_port_v2" "public" {
 
   lifecycle {
     precondition {
-      condition     = var.public_network != null
-      error_message = "A server with a public port needs public_network."
+      condition     = var.networks.public != null
+      error_message = "A server with a public port needs networks.public."
     }
   }
 }
@@ -122,11 +122,11 @@ resource "openstack_networking_port_v2" "public" {
 resource "openstack_networking_port_v2" "admin" {
   for_each = local.admin_servers
 
-  name               = "${var.name_prefix}-${each.key}-admin"
+  name               = "${var.cluster.name_prefix}-${each.key}-admin"
   network_id         = var.admin_network_id
   admin_state_up     = true
   security_group_ids = each.value.admin.security_group_ids
-  tags               = var.tags
+  tags               = var.cluster.tags
 
   dynamic "allowed_address_pairs" {
     for_each = each.value.admin.allowed_address_pairs
@@ -146,17 +146,17 @@ resource "openstack_networking_port_v2" "admin" {
 resource "openstack_compute_instance_v2" "this" {
   for_each = var.servers
 
-  name              = "${var.name_prefix}-${each.key}"
-  image_name        = var.image_name
+  name              = "${var.cluster.name_prefix}-${each.key}"
+  image_name        = var.cluster.image_name
   flavor_name       = var.flavor_name
   availability_zone = each.value.availability_zone
   # User data from the config drive: the private network has no router for the metadata service.
   config_drive = true
   user_data    = local.user_data[each.key]
-  tags         = var.tags
+  tags         = var.cluster.tags
 
   metadata = {
-    kos_cluster   = var.name_prefix
+    kos_cluster   = var.cluster.name_prefix
     kos_role      = each.value.role
     kos_minion_id = local.fqdn[each.key]
   }
@@ -179,13 +179,13 @@ resource "openstack_compute_instance_v2" "this" {
 resource "openstack_networking_floatingip_v2" "this" {
   for_each = local.floating_servers
 
-  pool        = var.external_network_name
-  description = "kos ${var.name_prefix} ${local.fqdn[each.key]}"
-  tags        = var.tags
+  pool        = var.cluster.external_network_name
+  description = "kos ${var.cluster.name_prefix} ${local.fqdn[each.key]}"
+  tags        = var.cluster.tags
 
   lifecycle {
     precondition {
-      condition     = var.external_network_name != null
+      condition     = var.cluster.external_network_name != null
       error_message = "A server with a floating IP needs external_network_name."
     }
   }

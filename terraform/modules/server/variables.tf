@@ -1,17 +1,48 @@
-variable "name_prefix" {
-  type        = string
-  description = "Prefix of every resource name (the cluster name)."
+variable "cluster" {
+  type = object({
+    name_prefix           = string
+    tags                  = optional(list(string), [])
+    image_name            = string
+    external_network_name = optional(string)
+    cloud_init = object({
+      domain                = string
+      salt_master_ip        = string
+      salt_transport        = string
+      deploy_user           = string
+      ssh_public_keys       = list(string)
+      salt_version          = string
+      salt_bootstrap_url    = string
+      salt_bootstrap_sha256 = optional(string)
+      hosts                 = map(string)
+    })
+  })
+  description = <<-EOT
+    What every server of the cluster shares: name_prefix (of every resource name: the cluster
+    name), tags (on every resource that takes them), image_name (the image the servers boot
+    from), external_network_name (whose pool gives the floating IPs; null when no server has one)
+    and cloud_init, the settings shared by every VM's cloud-init: domain, Salt master address
+    and transport, deploy user and keys, Salt installation, /etc/hosts entries (hostname =>
+    IP; each server adds its own).
+  EOT
+
+  validation {
+    condition     = contains(["zeromq", "tcp"], var.cluster.cloud_init.salt_transport)
+    error_message = "cloud_init.salt_transport must be zeromq or tcp."
+  }
 }
 
-variable "tags" {
-  type        = list(string)
-  description = "Tags put on every resource that takes them."
-  default     = []
-}
-
-variable "image_name" {
-  type        = string
-  description = "Image the servers boot from."
+variable "networks" {
+  type = object({
+    private = object({
+      network_id = string
+      subnet_id  = string
+    })
+    public = optional(object({
+      network_id = string
+      subnet_id  = string
+    }))
+  })
+  description = "The private network and subnet every server has a port on, and the public ones for servers with a public port (null when none has one)."
 }
 
 variable "flavor_name" {
@@ -19,32 +50,9 @@ variable "flavor_name" {
   description = "Flavor of the servers."
 }
 
-variable "private_network" {
-  type = object({
-    network_id = string
-    subnet_id  = string
-  })
-  description = "The private network and subnet every server has a port on."
-}
-
-variable "public_network" {
-  type = object({
-    network_id = string
-    subnet_id  = string
-  })
-  description = "The public network and subnet, for servers with a public port; null when none has one."
-  default     = null
-}
-
 variable "admin_network_id" {
   type        = string
   description = "ID of the existing admin network, for servers with an admin port; null when none has one."
-  default     = null
-}
-
-variable "external_network_name" {
-  type        = string
-  description = "External network whose pool gives the floating IPs; null when no server has one."
   default     = null
 }
 
@@ -77,7 +85,7 @@ variable "servers" {
     }))
   }))
   description = <<-EOT
-    Servers by hostname (minion id <hostname>.<cloud_init.domain>):
+    Servers by hostname (minion id <hostname>.<cluster.cloud_init.domain>):
     role (the kos_role metadata and the first boot's role), template (a cloud-config in
     terraform/cloud-init/, without .tftpl; its extra variables come from template_vars),
     availability zone,
@@ -128,26 +136,6 @@ variable "template_vars" {
   type        = map(map(string))
   description = "Extra variables of each server's template, by hostname (the bastion's private_cidr, the master's pillar). Apart from servers because they may be made of what this module creates: the master's pillar names its own floating IP."
   default     = {}
-}
-
-variable "cloud_init" {
-  type = object({
-    domain                = string
-    salt_master_ip        = string
-    salt_transport        = string
-    deploy_user           = string
-    ssh_public_keys       = list(string)
-    salt_version          = string
-    salt_bootstrap_url    = string
-    salt_bootstrap_sha256 = optional(string)
-    hosts                 = map(string)
-  })
-  description = "Settings shared by every VM's cloud-init: domain, Salt master address and transport, deploy user and keys, Salt installation, /etc/hosts entries (hostname => IP; each server adds its own)."
-
-  validation {
-    condition     = contains(["zeromq", "tcp"], var.cloud_init.salt_transport)
-    error_message = "cloud_init.salt_transport must be zeromq or tcp."
-  }
 }
 
 variable "root_password_hash" {
