@@ -20,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.standins.microk8s_outputs import FRESH_YAML_START, NOT_RUNNING_YAML
+
 STANDINS = Path(__file__).resolve().parent
 sys.path.insert(0, str(STANDINS / "lib"))
 
 from microk8s_standin import agent as standin_agent  # noqa: E402
+from microk8s_standin.pki import CSR_CONF_TEMPLATE  # noqa: E402
 
 SNAP = str(STANDINS / "bin" / "snap")
 
@@ -63,21 +66,8 @@ addons:
     storage              # (core) Alias to hostpath-storage add-on, deprecated
 """
 
-# The head of `microk8s status --format yaml` (print_yaml in scripts/wrappers/status.py).
-FRESH_YAML_HEAD = """\
-microk8s:
-  running: True
-high-availability:
-  enabled: True
-  nodes:
-    - address: 127.0.0.1:19001
-      role: voter
-addons:
-  - name: dns
-    repository: core
-    description: CoreDNS
-    version: 1.10.1
-    status: enabled
+# The head of `microk8s status --format yaml` of a fresh node (amd64 catalogue, 1.31 track).
+FRESH_YAML_HEAD = FRESH_YAML_START + """\
   - name: ha-cluster
     repository: core
     description: Configure high availability on the current node
@@ -108,56 +98,6 @@ addons:
     description: The community addons repository
     version:  
     status: disabled
-"""
-
-NOT_RUNNING_YAML = """\
-microk8s:
-  running: False
-high-availability:
-  enabled: True
-  nodes:
-    - address: 127.0.0.1:19001
-      role: voter
-  message: microk8s is not running. Use microk8s inspect for a deeper inspection.
-"""
-
-# The shipped template,
-# https://github.com/canonical/microk8s/blob/master/microk8s-resources/certs/csr.conf.template
-CSR_TEMPLATE = """\
-[ req ]
-default_bits = 2048
-prompt = no
-default_md = sha256
-req_extensions = req_ext
-distinguished_name = dn
-
-[ dn ]
-C = GB
-ST = Canonical
-L = Canonical
-O = Canonical
-OU = Canonical
-CN = 127.0.0.1
-
-[ req_ext ]
-subjectAltName = @alt_names
-
-[ alt_names ]
-DNS.1 = kubernetes
-DNS.2 = kubernetes.default
-DNS.3 = kubernetes.default.svc
-DNS.4 = kubernetes.default.svc.cluster
-DNS.5 = kubernetes.default.svc.cluster.local
-IP.1 = 127.0.0.1
-IP.2 = 10.152.183.1
-#MOREIPS
-
-[ v3_ext ]
-authorityKeyIdentifier=keyid,issuer:always
-basicConstraints=CA:FALSE
-keyUsage=keyEncipherment,dataEncipherment,digitalSignature
-extendedKeyUsage=serverAuth,clientAuth
-subjectAltName=@alt_names
 """
 
 WORKER_JOIN = """\
@@ -305,7 +245,7 @@ def test_snap_install_list_refresh_remove(make_node):
     ):
         assert node.data(rel).exists(), rel
     assert not node.data("var/lock/clustered.lock").exists()
-    assert node.data("certs/csr.conf.template").read_text() == CSR_TEMPLATE
+    assert node.data("certs/csr.conf.template").read_text() == CSR_CONF_TEMPLATE
     assert "--bind 0.0.0.0:25000" in node.data("args/cluster-agent").read_text().splitlines()
     assert (node.root / "var/snap/microk8s/common/addons/core/addons.yaml").is_file()
     link = node.root / "snap/bin/microk8s"

@@ -51,14 +51,6 @@ def assert_quiet(run_all):
     assert run_all.call_args.kwargs["python_shell"] is False
 
 
-def test_virtual_needs_the_binary(monkeypatch):
-    monkeypatch.setattr(kubeadm.salt.utils.path, "which", lambda _: None)
-    ok, why = kubeadm.__virtual__()
-    assert ok is False and "kubeadm" in why
-    monkeypatch.setattr(kubeadm.salt.utils.path, "which", lambda _: "/usr/bin/kubeadm")
-    assert kubeadm.__virtual__() == "kubeadm"
-
-
 def test_version(run_all):
     run_all.return_value = result("v1.31.4\n")
     assert kubeadm.version() == "v1.31.4"

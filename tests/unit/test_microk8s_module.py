@@ -11,26 +11,14 @@ import salt.modules.config
 import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
+from tests.standins.microk8s_outputs import FRESH_YAML_START, NOT_RUNNING_YAML
 from tests.unit.conftest import load, utils
 
 microk8s = load("modules", "microk8s")
 snap = load("modules", "snap")
 
-# `microk8s status --format yaml` of a fresh 1.31 node, shortened to three addons (print_yaml
-# in https://github.com/canonical/microk8s/blob/master/scripts/wrappers/status.py).
-FRESH_YAML = """microk8s:
-  running: True
-high-availability:
-  enabled: True
-  nodes:
-    - address: 127.0.0.1:19001
-      role: voter
-addons:
-  - name: dns
-    repository: core
-    description: CoreDNS
-    version: 1.10.1
-    status: enabled
+# `microk8s status --format yaml` of a fresh 1.31 node, shortened to three addons.
+FRESH_YAML = FRESH_YAML_START + """\
   - name: community
     repository: core
     description: The community addons repository
@@ -41,15 +29,6 @@ addons:
     description: Private image registry exposed on localhost:32000
     version: 2.8.1
     status: disabled
-"""
-NOT_READY_YAML = """microk8s:
-  running: False
-high-availability:
-  enabled: True
-  nodes:
-    - address: 127.0.0.1:19001
-      role: voter
-  message: microk8s is not running. Use microk8s inspect for a deeper inspection.
 """
 
 
@@ -79,14 +58,6 @@ def called_args(run_all):
     return run_all.call_args.args[0]
 
 
-def test_virtual_needs_the_binary(monkeypatch):
-    monkeypatch.setattr(microk8s.salt.utils.path, "which", lambda _: None)
-    ok, why = microk8s.__virtual__()
-    assert ok is False and "microk8s" in why
-    monkeypatch.setattr(microk8s.salt.utils.path, "which", lambda _: "/snap/bin/microk8s")
-    assert microk8s.__virtual__() == "microk8s"
-
-
 def test_status_parses_yaml_and_is_cached(run_all):
     run_all.return_value = result(FRESH_YAML)
     st = microk8s.status()
@@ -100,7 +71,7 @@ def test_status_parses_yaml_and_is_cached(run_all):
 
 
 def test_status_not_ready_is_exit_1_with_message(run_all):
-    run_all.return_value = result(NOT_READY_YAML, retcode=1)
+    run_all.return_value = result(NOT_RUNNING_YAML, retcode=1)
     st = microk8s.status()
     assert st["running"] is False
     assert st["message"].startswith("microk8s is not running")

@@ -88,6 +88,17 @@ def expect_applied(ret, test_mode):
     assert ret["changes"], ret
 
 
+def expect_node_action(m, ret, test_mode, done, function, **kwargs):
+    """The comment says what was (or would be) done to NODE; the module function ran only
+    outside test mode."""
+    if test_mode:
+        assert ret["comment"] == f"node {NODE} would be {done}"
+        m[function].assert_not_called()
+    else:
+        assert ret["comment"] == f"node {NODE} {done}"
+        m[function].assert_called_once_with(NODE, **kwargs)
+
+
 def test_running_nothing_to_do(m):
     m["microk8s.status"].return_value = st()
     ret = states.running("microk8s")
@@ -567,14 +578,9 @@ def test_node_drained(m, test_mode):
     ret = states.node_drained(NODE, timeout=300)
     expect_applied(ret, test_mode)
     assert ret["changes"] == {"schedulable": {"old": True, "new": False}}
-    if test_mode:
-        assert ret["comment"] == f"node {NODE} would be drained"
-        m["microk8s.drain"].assert_not_called()
-        assert m["microk8s.nodes"].call_count == 1
-    else:
-        assert ret["comment"] == f"node {NODE} drained"
-        m["microk8s.drain"].assert_called_once_with(NODE, timeout=300)
-        assert m["microk8s.nodes"].call_count == 2  # looked again afterwards
+    expect_node_action(m, ret, test_mode, "drained", "microk8s.drain", timeout=300)
+    # Looked again afterwards, unless only testing.
+    assert m["microk8s.nodes"].call_count == (1 if test_mode else 2)
 
 
 def test_node_drained_without_timeout_passes_none(m):
@@ -588,12 +594,7 @@ def test_a_cordoned_node_is_drained_again(m, test_mode):
     m["microk8s.nodes"].return_value = nodes(unschedulable=True)
     ret = states.node_drained(NODE, timeout=300)
     assert ret["result"] is True and ret["changes"] == {}, ret
-    if test_mode:
-        assert ret["comment"] == f"node {NODE} would be drained"
-        m["microk8s.drain"].assert_not_called()
-    else:
-        assert ret["comment"] == f"node {NODE} drained"
-        m["microk8s.drain"].assert_called_once_with(NODE, timeout=300)
+    expect_node_action(m, ret, test_mode, "drained", "microk8s.drain", timeout=300)
 
 
 @pytest.mark.parametrize("text", [DRAIN_REFUSED, DRAIN_TIMED_OUT], ids=["refused", "timed-out"])
@@ -609,15 +610,23 @@ def test_node_drained_reports_kubectls_failure(m, test_mode, text):
         assert ret["comment"] == f"draining {NODE} failed: {text}"
 
 
-def test_node_drained_fails_when_the_node_stays_schedulable(m, test_mode):
-    m["microk8s.nodes"].return_value = nodes()
-    ret = states.node_drained(NODE)
+@pytest.mark.parametrize(("state", "cordoned", "verb", "still"), [
+    ("node_drained", False, "drain", "schedulable"),
+    ("node_uncordoned", True, "uncordon", "cordoned"),
+])
+def test_a_node_that_stays_as_it_was_fails(m, test_mode, state, cordoned, verb, still):
+    """`kubectl uncordon` exits 0 even when its patch fails: RunCordonOrUncordon prints the
+    error and returns nil,
+    https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/cmd/drain/drain.go."""
+    m["microk8s.nodes"].return_value = nodes(unschedulable=cordoned)
+    m["microk8s.uncordon"].return_value = ""
+    ret = getattr(states, state)(NODE)
     if test_mode:
         assert ret["result"] is None
     else:
         assert ret["result"] is False and ret["changes"] == {}
-        assert ret["comment"] == f"kubectl drain {NODE} ran but the node is still schedulable"
-        m["microk8s.drain"].assert_called_once_with(NODE, timeout=None)
+        assert ret["comment"] == f"kubectl {verb} {NODE} ran but the node is still {still}"
+        m[f"microk8s.{verb}"].assert_called_once()
 
 
 @pytest.mark.parametrize("state", ["node_drained", "node_uncordoned"])
@@ -646,12 +655,7 @@ def test_node_uncordoned(m, test_mode):
     ret = states.node_uncordoned(NODE)
     expect_applied(ret, test_mode)
     assert ret["changes"] == {"schedulable": {"old": False, "new": True}}
-    if test_mode:
-        assert ret["comment"] == f"node {NODE} would be uncordoned"
-        m["microk8s.uncordon"].assert_not_called()
-    else:
-        assert ret["comment"] == f"node {NODE} uncordoned"
-        m["microk8s.uncordon"].assert_called_once_with(NODE)
+    expect_node_action(m, ret, test_mode, "uncordoned", "microk8s.uncordon")
 
 
 def test_node_uncordoned_already(m, test_mode):
@@ -672,20 +676,6 @@ def test_node_uncordoned_reports_kubectls_failure(m, test_mode):
     else:
         assert ret["result"] is False and ret["changes"] == {}
         assert ret["comment"] == f"uncordoning {NODE} failed: {CONNECTION_REFUSED}"
-
-
-def test_node_uncordoned_fails_when_the_node_stays_cordoned(m, test_mode):
-    """`kubectl uncordon` exits 0 even when its patch fails: RunCordonOrUncordon prints the
-    error and returns nil,
-    https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/cmd/drain/drain.go."""
-    m["microk8s.nodes"].return_value = nodes(unschedulable=True)
-    m["microk8s.uncordon"].return_value = ""
-    ret = states.node_uncordoned(NODE)
-    if test_mode:
-        assert ret["result"] is None
-    else:
-        assert ret["result"] is False and ret["changes"] == {}
-        assert ret["comment"] == f"kubectl uncordon {NODE} ran but the node is still cordoned"
 
 
 class Clock:
@@ -819,12 +809,8 @@ def test_node_removed(m, test_mode):
     ret = states.node_removed(NODE)
     expect_applied(ret, test_mode)
     assert ret["changes"] == {"member": {"old": True, "new": False}}
-    if test_mode:
-        assert ret["comment"] == f"node {NODE} would be removed from the cluster"
-        m["microk8s.remove_node"].assert_not_called()
-    else:
-        assert ret["comment"] == f"node {NODE} removed from the cluster"
-        m["microk8s.remove_node"].assert_called_once_with(NODE, force=False)
+    expect_node_action(m, ret, test_mode, "removed from the cluster", "microk8s.remove_node",
+                       force=False)
 
 
 def test_node_removed_when_gone_changes_nothing(m, test_mode):

@@ -30,6 +30,14 @@ class Failure(Exception):
         self.text = text
 
 
+def config_documents(path, wanted):
+    """config.load_documents, a bad file failing as kubeadm fails on it."""
+    try:
+        return config.load_documents(path, wanted)
+    except config.ConfigError as e:
+        raise Failure(str(e))
+
+
 class Invalid(Failure):
     """A configuration that fails validation (a field.ErrorList, not wrapped in a phase):
     exit status 3 (util/error.go ValidationExitCode; the real v1.31.4 exits 3 for a join
@@ -71,6 +79,21 @@ def split_host_port(hostport):
 
 def phase_failure(phase, text):
     return Failure("error execution phase %s: %s" % (phase, text))
+
+
+def confirm(action):
+    """cmdutil.InteractivelyConfirmAction, asked in the preflight phase
+    (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/cmd/util/cmdutil.go):
+    the prompt has no newline; the answer is the line without its end; EOF is a "no"."""
+    sys.stdout.write("[%s] Are you sure you want to proceed? [y/N]: " % action)
+    sys.stdout.flush()
+    try:
+        answer = sys.stdin.readline() if sys.stdin else ""
+    except (OSError, ValueError):
+        answer = ""
+    if answer.rstrip("\r\n").lower() not in ("y", "yes"):
+        raise phase_failure("preflight", "won't proceed; the user didn't answer (Y|y) in "
+                            "order to continue")
 
 
 def report(failure):

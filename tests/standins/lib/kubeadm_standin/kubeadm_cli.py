@@ -208,11 +208,8 @@ def cmd_token_create(args):
     description = values["description"] or ""
     ttl = values["ttl"]
     if values["config"]:
-        try:
-            docs = config.load_documents(values["config"], ("InitConfiguration",
-                                                            "ClusterConfiguration"))
-        except config.ConfigError as e:
-            raise Failure(str(e))
+        docs = common.config_documents(values["config"],
+                                       ("InitConfiguration", "ClusterConfiguration"))
         bts = (docs.get("InitConfiguration") or {}).get("bootstrapTokens") or []
         if bts:
             bt = bts[0]
@@ -336,11 +333,8 @@ def cmd_upload_certs(args):
     cc = config.normalize_cluster(None)
     key = values["certificate-key"]
     if values["config"]:
-        try:
-            docs = config.load_documents(values["config"], ("InitConfiguration",
-                                                            "ClusterConfiguration"))
-        except config.ConfigError as e:
-            raise Failure(str(e))
+        docs = common.config_documents(values["config"],
+                                       ("InitConfiguration", "ClusterConfiguration"))
         cc = config.normalize_cluster(docs.get("ClusterConfiguration"))
         key = key or (docs.get("InitConfiguration") or {}).get("certificateKey")
     key = key or common.new_certificate_key()

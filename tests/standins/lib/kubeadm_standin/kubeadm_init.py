@@ -67,13 +67,10 @@ def join_command(endpoint, token, ca_hash, control_plane=False, certificate_key=
 def build_config(values):
     """(cluster config, node, init extras) from --config or from flags."""
     if values["config"]:
-        try:
-            docs = config.load_documents(values["config"], ("InitConfiguration",
-                                                            "ClusterConfiguration",
-                                                            "KubeletConfiguration",
-                                                            "KubeProxyConfiguration"))
-        except config.ConfigError as e:
-            raise Failure(str(e))
+        docs = common.config_documents(values["config"], ("InitConfiguration",
+                                                          "ClusterConfiguration",
+                                                          "KubeletConfiguration",
+                                                          "KubeProxyConfiguration"))
         init_doc = docs.get("InitConfiguration") or {}
         cc = config.normalize_cluster(docs.get("ClusterConfiguration"))
         kubelet_doc = docs.get("KubeletConfiguration")

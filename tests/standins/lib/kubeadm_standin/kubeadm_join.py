@@ -8,7 +8,6 @@ import time
 
 from . import apiserver, client, common, config, content, env, kubeconfig, pki
 from . import state as st, yamlish
-from .common import Failure
 
 CLUSTER_INFO = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
 IDENTITY = "couldn't validate the identity of the API Server: "
@@ -57,10 +56,7 @@ class JoinSpec:
     def __init__(self, values, pos):
         jc = {}
         if values["config"]:
-            try:
-                docs = config.load_documents(values["config"], ("JoinConfiguration",))
-            except config.ConfigError as e:
-                raise Failure(str(e))
+            docs = common.config_documents(values["config"], ("JoinConfiguration",))
             jc = docs.get("JoinConfiguration") or {}
         disc = jc.get("discovery") or {}
         bt = disc.get("bootstrapToken")

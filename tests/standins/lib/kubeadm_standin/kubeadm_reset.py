@@ -105,15 +105,7 @@ def cmd_reset(args, parse_for):
     if not values["force"] and not dry_run:
         gofmt.klog("W", "preflight.go:56", "[reset] WARNING: Changes made to this host by "
                    "'kubeadm init' or 'kubeadm join' will be reverted.")
-        sys.stdout.write("[reset] Are you sure you want to proceed? [y/N]: ")
-        sys.stdout.flush()
-        try:
-            answer = sys.stdin.readline() if sys.stdin else ""
-        except (OSError, ValueError):
-            answer = ""
-        if answer.strip().lower() not in ("y", "yes"):
-            raise common.phase_failure("preflight", "won't proceed; the user didn't answer (Y|y) "
-                                       "in order to continue")
+        common.confirm("reset")
     env.out("[preflight] Running pre-flight checks")
     common.root_check(ignore)
 

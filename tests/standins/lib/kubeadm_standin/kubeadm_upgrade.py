@@ -157,10 +157,7 @@ def _upgrade_config(path, section):
     """The `section` (plan, apply, node) of an UpgradeConfiguration given with --config."""
     if not path:
         return {}
-    try:
-        docs = config.load_documents(path, ("UpgradeConfiguration",))
-    except config.ConfigError as e:
-        raise Failure(str(e))
+    docs = common.config_documents(path, ("UpgradeConfiguration",))
     return ((docs.get("UpgradeConfiguration") or {}).get(section)) or {}
 
 
@@ -367,19 +364,6 @@ def _enforce_policies(nodes, cc, target, allow_experimental, allow_rc, force):
         sys.stdout.flush()
 
 
-def _confirm():
-    """cmdutil.InteractivelyConfirmAction: the prompt has no newline; EOF is a "no"."""
-    sys.stdout.write("[upgrade] Are you sure you want to proceed? [y/N]: ")
-    sys.stdout.flush()
-    try:
-        answer = sys.stdin.readline() if sys.stdin else ""
-    except (OSError, ValueError):
-        answer = ""
-    if answer.rstrip("\r\n").lower() not in ("y", "yes"):
-        raise common.phase_failure("preflight", "won't proceed; the user didn't answer (Y|y) in "
-                                   "order to continue")
-
-
 # ---------------------------------------------------------------------------
 # static Pod upgrade
 # https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/upgrade/staticpods.go
@@ -429,6 +413,16 @@ def _renew(name):
         return False
     kubeadm_certs._renew(name, relative, ca)
     return True
+
+
+def _upgrade_static_pods(api, cc, node, etcd_upgrade, renew):
+    """The control-plane phase of apply and node: the static Pods, then the line that says so."""
+    try:
+        StaticPodUpgrade(api, cc, node, etcd_upgrade, renew).run()
+    except Failure as f:
+        raise common.phase_failure("control-plane", f.text)
+    env.out("[upgrade/control-plane] The control plane instance for this node was "
+            "successfully upgraded!")
 
 
 class StaticPodUpgrade:
@@ -762,7 +756,7 @@ def cmd_apply(args, parse_for):
             nodes = []
         _enforce_policies(nodes, cc, target, allow_experimental, allow_rc, force)
         if not (values["yes"] or force or dry_run):
-            _confirm()
+            common.confirm("upgrade")
         if dry_run:
             env.out("[upgrade/preflight] Would pull the required images (like 'kubeadm config "
                     "images pull')")
@@ -780,12 +774,7 @@ def cmd_apply(args, parse_for):
         else:
             env.out('[upgrade/control-plane] Upgrading your static Pod-hosted control plane to '
                     'version "%s" (timeout: %s)...' % (target, UPGRADE_TIMEOUT))
-            try:
-                StaticPodUpgrade(api, new_cc, node, etcd_upgrade, renew).run()
-            except Failure as f:
-                raise common.phase_failure("control-plane", f.text)
-            env.out("[upgrade/control-plane] The control plane instance for this node was "
-                    "successfully upgraded!")
+            _upgrade_static_pods(api, new_cc, node, etcd_upgrade, renew)
     if dry_run:
         # the later phases' dry-run dumps of the fake client are not modelled
         env.out("[upgrade/successful] Finished dryrunning successfully!")
@@ -871,12 +860,7 @@ def cmd_node(args, parse_for):
             if dry_run:
                 _dry_run_manifests(cc, node)
             else:
-                try:
-                    StaticPodUpgrade(api, cc, node, etcd_upgrade, renew).run()
-                except Failure as f:
-                    raise common.phase_failure("control-plane", f.text)
-                env.out("[upgrade/control-plane] The control plane instance for this node was "
-                        "successfully upgraded!")
+                _upgrade_static_pods(api, cc, node, etcd_upgrade, renew)
     if dry_run:
         return  # the later phases' dry-run output is not modelled
     if "kubeconfig" not in skip:

@@ -30,12 +30,17 @@ def system_record_path():
     return rpath("/var/lib/snapd/kos-standin/system.json")
 
 
-def load_system():
+def read_json(path, default=None):
+    """The JSON document at path, or default when it is missing or unreadable."""
     try:
-        with open(system_record_path()) as f:
+        with open(path) as f:
             return json.load(f)
     except (OSError, ValueError):
-        return {}
+        return default
+
+
+def load_system():
+    return read_json(system_record_path(), {})
 
 
 def save_system(record):
@@ -43,11 +48,7 @@ def save_system(record):
 
 
 def load_install():
-    try:
-        with open(install_record_path()) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return read_json(install_record_path())
 
 
 def save_install(record):

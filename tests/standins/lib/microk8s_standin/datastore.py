@@ -86,11 +86,7 @@ def assign_roles(ds):
 
 
 def load():
-    try:
-        with open(_store()) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return common.read_json(_store())
 
 
 def my_address():

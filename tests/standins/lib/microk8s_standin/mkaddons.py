@@ -4,7 +4,6 @@ Addon effects on Kubernetes are the resource names `kubectl get all` would list;
 the replicated datastore so every control-plane node sees them."""
 
 import contextlib
-import fcntl
 import ipaddress
 import os
 import re
@@ -526,20 +525,20 @@ def prometheus_alias(action):
     return script
 
 
-def rbac_enable(args):
-    common.out("Enabling RBAC", "Reconfiguring apiserver")
-    common.set_arg("kube-apiserver", "--authorization-mode", "RBAC,Node")
-    add_resources("clusterrole.rbac.authorization.k8s.io/cluster-admin")
-    common.out("Restarting apiserver", "RBAC is enabled")
+def _rbac(enable):
+    common.out("{} RBAC".format("Enabling" if enable else "Disabling"), "Reconfiguring apiserver")
+    common.set_arg("kube-apiserver", "--authorization-mode", "RBAC,Node" if enable else "AlwaysAllow")
+    (add_resources if enable else drop_resources)("clusterrole.rbac.authorization.k8s.io/cluster-admin")
+    common.out("Restarting apiserver", "RBAC is {}".format("enabled" if enable else "disabled"))
     return 0
+
+
+def rbac_enable(args):
+    return _rbac(True)
 
 
 def rbac_disable(args):
-    common.out("Disabling RBAC", "Reconfiguring apiserver")
-    common.set_arg("kube-apiserver", "--authorization-mode", "AlwaysAllow")
-    drop_resources("clusterrole.rbac.authorization.k8s.io/cluster-admin")
-    common.out("Restarting apiserver", "RBAC is disabled")
-    return 0
+    return _rbac(False)
 
 
 def community_enable(args):
@@ -816,13 +815,8 @@ def addon_lock(nested_call):
     if nested_call:
         yield
         return
-    path = common.lock(".microk8s-addon-lock")
-    with open(path, "w") as f:
-        fcntl.lockf(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.lockf(f, fcntl.LOCK_UN)
+    with common.flocked(common.lock(".microk8s-addon-lock")):
+        yield
 
 
 def run(action, argv, nested_call=False):

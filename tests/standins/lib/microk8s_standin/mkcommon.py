@@ -29,36 +29,31 @@ def _user():
         return "root"
 
 
+def _exit_unless_permitted(write, kube_owner=None):
+    """The message utils.sh and utils.py print when the user cannot read the credentials."""
+    if os.access(common.data("credentials", "client.config"), os.R_OK):
+        return
+    user = _user()
+    write(
+        "Insufficient permissions to access MicroK8s.",
+        "You can either try again with sudo or add the user {} to the 'microk8s' group:".format(user),
+        "",
+        "    sudo usermod -a -G microk8s {}".format(user),
+        "    sudo chown -R {} ~/.kube".format(kube_owner or user),
+        "",
+        "After this, reload the user groups either via a reboot or by running 'newgrp microk8s'.",
+    )
+    raise Exit(1)
+
+
 def exit_if_no_permissions():
     """utils.sh exit_if_no_permissions (stderr)."""
-    if not os.access(common.data("credentials", "client.config"), os.R_OK):
-        user = _user()
-        common.err(
-            "Insufficient permissions to access MicroK8s.",
-            "You can either try again with sudo or add the user {} to the 'microk8s' group:".format(user),
-            "",
-            "    sudo usermod -a -G microk8s {}".format(user),
-            "    sudo chown -R {} ~/.kube".format(user),
-            "",
-            "After this, reload the user groups either via a reboot or by running 'newgrp microk8s'.",
-        )
-        raise Exit(1)
+    _exit_unless_permitted(common.err)
 
 
 def exit_if_no_permission_py():
-    """common/utils.py exit_if_no_permission (stdout)."""
-    if not os.access(common.data("credentials", "client.config"), os.R_OK):
-        user = _user()
-        common.out(
-            "Insufficient permissions to access MicroK8s.",
-            "You can either try again with sudo or add the user {} to the 'microk8s' group:".format(user),
-            "",
-            "    sudo usermod -a -G microk8s {}".format(user),
-            "    sudo chown -R $USER ~/.kube",
-            "",
-            "After this, reload the user groups either via a reboot or by running 'newgrp microk8s'.",
-        )
-        raise Exit(1)
+    """common/utils.py exit_if_no_permission (stdout, with $USER left unexpanded)."""
+    _exit_unless_permitted(common.out, kube_owner="$USER")
 
 
 def is_worker():

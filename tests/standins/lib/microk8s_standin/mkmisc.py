@@ -16,6 +16,8 @@ import os
 import shutil
 import subprocess
 
+from kubeadm_standin.gofmt import human_duration
+
 from . import agent, common, datastore, layout, netinfo, pki
 from . import mkcommon as mk
 
@@ -60,35 +62,6 @@ def config(argv):
 
 
 # --------------------------------------------------------------------------- kubectl
-
-
-def human_duration(seconds):
-    """k8s.io/apimachinery duration.HumanDuration."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return "{}s".format(s)
-    minutes = s // 60
-    if minutes < 10:
-        return "{}m".format(minutes) if s % 60 == 0 else "{}m{}s".format(minutes, s % 60)
-    if minutes < 180:
-        return "{}m".format(minutes)
-    hours = s // 3600
-    if hours < 8:
-        return "{}h".format(hours) if minutes % 60 == 0 else "{}h{}m".format(hours, minutes % 60)
-    if hours < 48:
-        return "{}h".format(hours)
-    if hours < 24 * 8:
-        return "{}d".format(hours // 24) if hours % 24 == 0 else "{}d{}h".format(hours // 24, hours % 24)
-    if hours < 24 * 365 * 2:
-        return "{}d".format(hours // 24)
-    if hours < 24 * 365 * 8:
-        dy = (hours // 24) % 365
-        return "{}y".format(hours // 24 // 365) if dy == 0 else "{}y{}d".format(hours // 24 // 365, dy)
-    return "{}y".format(hours // 24 // 365)
 
 
 def _age(created):
