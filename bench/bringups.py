@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from cloud import PHASES, REPO, operator, phase_seconds
+from cloud import PHASES, REPO, operator, phase_seconds, run_kos
 
 CLUSTER = "kosbenchb"
 # The e2e clusters' addresses are 10.246-10.249; these stay clear of them.
@@ -34,16 +34,12 @@ CLOUD = {"external_network_name": "public", "base_image": "debian-12-rehearsal",
 
 def one_run(kos, common, work, env):
     row = {}
-    started = time.monotonic()
-    up = subprocess.run([*kos, "up", *common, "--yes"], cwd=work, env=env,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    row["up_s"] = round(time.monotonic() - started, 1)
+    up, row["up_s"] = run_kos(kos, "up", common, work, env)
     row["up_exit"] = up.returncode
     if up.returncode != 0:
         row["error"] = up.stderr[-1500:]
     row.update(phase_seconds(work, CLUSTER, {p: PHASES[p] for p in ("first boot", "converge")}))
-    down = subprocess.run([*kos, "down", *common, "--yes"], cwd=work, env=env,
-                          capture_output=True, text=True)
+    down, _ = run_kos(kos, "down", common, work, env)
     row["down_exit"] = down.returncode
     if down.returncode != 0:
         row["down_error"] = down.stderr[-800:]

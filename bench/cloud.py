@@ -86,6 +86,14 @@ def operator(prefix):
     return work, env, agent_pid, (work / "id_ed25519.pub").read_text().strip()
 
 
+def run_kos(kos, verb, common, work, env):
+    """One ``kos <verb> ... --yes`` in the scratch directory: what it returned, and its seconds."""
+    started = time.monotonic()
+    done = subprocess.run([*kos, verb, *common, "--yes"], cwd=work, env=env,
+                          capture_output=True, text=True)
+    return done, round(time.monotonic() - started, 1)
+
+
 def phase_seconds(work, cluster, phases):
     """``{"<phase>_s": seconds}`` summed from kos's step records of ``cluster`` (0 for a
     phase kos did not reach)."""
@@ -114,10 +122,7 @@ def main():
     peak.start()
     result = {"fresh": args.fresh, "cluster": "1 control plane + 2 workers, microk8s"}
     try:
-        started = time.monotonic()
-        up = subprocess.run([*kos, "up", *common, "--yes"], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        result["up_total_s"] = round(time.monotonic() - started, 1)
+        up, result["up_total_s"] = run_kos(kos, "up", common, work, env)
         result["up_exit"] = up.returncode
         if up.returncode != 0:
             result["error"] = up.stderr[-2000:]
@@ -126,10 +131,7 @@ def main():
         result["images_built"] = images
         result.update(phase_seconds(work, CLUSTER, PHASES))
     finally:
-        started = time.monotonic()
-        down = subprocess.run([*kos, "down", *common, "--yes"], cwd=work, env=env,
-                              capture_output=True, text=True)
-        result["down_s"] = round(time.monotonic() - started, 1)
+        down, result["down_s"] = run_kos(kos, "down", common, work, env)
         result["down_exit"] = down.returncode
         peak.stop.set()
         result["machine_peak_mib"] = peak.peak

@@ -475,15 +475,20 @@ def kubeconfig(output, server, **kw):
     return errors.EXIT_OK
 
 
+def _day_two(kw, step, *args, **kwargs):
+    """A day-two step on a running cluster, under its lock; prints what the step did."""
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = step(dep, *args, **kwargs)
+    ui.data({"cluster": dep.cluster, **done})
+    return errors.EXIT_OK
+
+
 @cli.command("rotate-ccm-credential")
 @common_options
 def rotate_ccm_credential(**kw):
     """Replace the cloud-controller-manager's application credential (kubeadm)."""
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    with deployment.locked(dep):
-        done = ccm_credential.rotate_ccm_credential(dep)
-    ui.data({"cluster": dep.cluster, **done})
-    return errors.EXIT_OK
+    return _day_two(kw, ccm_credential.rotate_ccm_credential)
 
 
 @cli.command("renew-certificates")
@@ -494,11 +499,7 @@ def rotate_ccm_credential(**kw):
 def renew_certificates(force, **kw):
     """Renew the control planes' Kubernetes certificates, one control plane at a time
     (salt-run state.orchestrate orch.certificates)."""
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    with deployment.locked(dep):
-        done = certificates.renew_certificates(dep, force=force)
-    ui.data({"cluster": dep.cluster, **done})
-    return errors.EXIT_OK
+    return _day_two(kw, certificates.renew_certificates, force=force)
 
 
 @cli.command()
@@ -509,11 +510,7 @@ def renew_certificates(force, **kw):
 def backup(list_only, **kw):
     """Back up the cluster's datastore (kubeadm: an etcd snapshot) to the salt master, sealed
     so only a control plane can open it (salt-run state.orchestrate orch.backup)."""
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    with deployment.locked(dep):
-        done = backup_steps.backup(dep, list_only=list_only)
-    ui.data({"cluster": dep.cluster, **done})
-    return errors.EXIT_OK
+    return _day_two(kw, backup_steps.backup, list_only=list_only)
 
 
 @cli.command()
@@ -525,11 +522,7 @@ def backup(list_only, **kw):
 def restore(name, yes, **kw):
     """Put the cluster's datastore back as a backup left it, on every control plane
     (salt-run state.orchestrate orch.restore pillar='{"backup": NAME}')."""
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    with deployment.locked(dep):
-        done = backup_steps.restore(dep, _confirmer(yes), name=name)
-    ui.data({"cluster": dep.cluster, **done})
-    return errors.EXIT_OK
+    return _day_two(kw, backup_steps.restore, _confirmer(yes), name=name)
 
 
 @cli.command()
@@ -542,11 +535,7 @@ def restore(name, yes, **kw):
 def upgrade(version, **kw):
     """Move the cluster to another Kubernetes version, one node at a time, each drained
     before and uncordoned after (salt-run state.orchestrate orch.upgrade)."""
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    with deployment.locked(dep):
-        done = upgrade_steps.upgrade(dep, version=version)
-    ui.data({"cluster": dep.cluster, **done})
-    return errors.EXIT_OK
+    return _day_two(kw, upgrade_steps.upgrade, version=version)
 
 
 @cli.command()
