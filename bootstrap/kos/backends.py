@@ -69,9 +69,7 @@ class OpenStackBackend(Backend):
     def _fp(self, inputs):
         return fingerprint(inputs.fingerprint, self.terraform.config_fingerprint())
 
-    def create(self, inputs, steps, leaving=None):
-        self.state.ensure()
-        fp = self._fp(inputs)
+    def _init(self, steps, fp):
         steps.run(
             "terraform-init",
             fp,
@@ -79,6 +77,11 @@ class OpenStackBackend(Backend):
             self.terraform.init,
             always=not self.terraform.initialized,
         )
+
+    def create(self, inputs, steps, leaving=None):
+        self.state.ensure()
+        fp = self._fp(inputs)
+        self._init(steps, fp)
         current = self.outputs()
         replace = [instance_address(current, h) for h in self.settings.replace]
         title = "terraform apply" + "".join(f" -replace={a}" for a in replace)
@@ -167,13 +170,7 @@ class OpenStackBackend(Backend):
         self.state.ensure()
         fp = self._fp(inputs)
         cluster = inputs.cluster_name
-        steps.run(
-            "terraform-init",
-            fp,
-            f"terraform init ({self.terraform.backend} state)",
-            self.terraform.init,
-            always=not self.terraform.initialized,
-        )
+        self._init(steps, fp)
         steps.run(
             "cleanup-before-destroy",
             fp,

@@ -359,35 +359,43 @@ def converge(exclude, limit, **kw):
     return errors.EXIT_OK
 
 
+def report_options(what):
+    """The options of a command that reports on the deployed cluster: printed as ``what``
+    for a person, or as JSON."""
+
+    def decorate(func):
+        func = click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON.")(func)
+        return common_options(outputs_option(func))
+
+    return decorate
+
+
+def _report(kw, as_json, build, print_text):
+    """``build(deployment)``'s report, printed as JSON or by ``print_text``; the report."""
+    doc = build(deployment.Deployment(_settings(**kw), need_inputs=False))
+    if as_json:
+        ui.data(doc)
+    else:
+        print_text(doc)
+    return doc
+
+
 @cli.command()
-@common_options
-@outputs_option
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@report_options("the report")
 def drift(as_json, **kw):
     """What state.highstate test=True would change, and hand edits under /srv; exit 10 if any."""
     from . import drift as drift_mod
 
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    doc = drift_mod.drift(dep)
-    if as_json:
-        ui.data(doc)
-    else:
-        ui.data(drift_mod.format_report(doc), as_json=False)
+    doc = _report(kw, as_json, drift_mod.drift,
+                  lambda doc: ui.data(drift_mod.format_report(doc), as_json=False))
     return errors.EXIT_DRIFT if doc["drift"] else errors.EXIT_OK
 
 
 @cli.command()
-@common_options
-@outputs_option
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@report_options("the status")
 def status(as_json, **kw):
     """Every node's role, salt reachability, last highstate and Kubernetes membership."""
-    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
-    doc = status_steps.status(dep)
-    if as_json:
-        ui.data(doc)
-    else:
-        _print_status(doc)
+    doc = _report(kw, as_json, status_steps.status, _print_status)
     return errors.EXIT_OK if doc["healthy"] else errors.EXIT_DEGRADED
 
 

@@ -511,6 +511,31 @@ class FakeCloud:
             {},
         )
 
+    @staticmethod
+    def neutron_error(status, kind, message):
+        # Neutron's fault body, https://docs.openstack.org/api-ref/network/v2/ ("Response Codes").
+        return status, {"NeutronError": {"type": kind, "message": message, "detail": ""}}, {}
+
+    def current_version(self, status, version_id, path):
+        """The version document of a service with one version, at ``{url}/{path}``."""
+        link = {"rel": "self", "href": f"{self.url}/{path}"}
+        return status, {"versions": [{"id": version_id, "status": "CURRENT", "links": [link]}]}, {}
+
+    def microversioned(self, version_id, newest, updated, path, media_type):
+        """The version document of a microversioned service (compute, block storage), which
+        serves microversions from its version's own number up to ``newest``."""
+        return {
+            "id": version_id,
+            "status": "CURRENT",
+            "version": newest,
+            "min_version": version_id.removeprefix("v"),
+            "updated": updated,
+            "links": [{"rel": "self", "href": f"{self.url}/{path}"}],
+            "media-types": [
+                {"base": "application/json", "type": f"application/vnd.openstack.{media_type}"}
+            ],
+        }
+
     def endpoint(self, service):
         return {
             "compute": f"{self.url}/compute/v2.1",
@@ -649,20 +674,9 @@ class FakeCloud:
     # -- compute ---------------------------------------------------------------------
 
     def compute(self, method, path, query, body):
-        version = {
-            "id": "v2.1",
-            "status": "CURRENT",
-            "version": "2.96",
-            "min_version": "2.1",
-            "updated": "2013-07-23T11:33:21Z",
-            "links": [{"rel": "self", "href": f"{self.url}/compute/v2.1/"}],
-            "media-types": [
-                {
-                    "base": "application/json",
-                    "type": "application/vnd.openstack.compute+json;version=2.1",
-                }
-            ],
-        }
+        version = self.microversioned(
+            "v2.1", "2.96", "2013-07-23T11:33:21Z", "compute/v2.1/", "compute+json;version=2.1"
+        )
         if method == "GET" and path == "/":
             return 200, {"versions": [version]}, {}
         if method == "GET" and path == "/v2.1":
@@ -710,33 +724,11 @@ class FakeCloud:
 
     def network(self, method, path, query, body):
         if method == "GET" and path == "/":
-            return (
-                200,
-                {
-                    "versions": [
-                        {
-                            "id": "v2.0",
-                            "status": "CURRENT",
-                            "links": [{"rel": "self", "href": f"{self.url}/network/v2.0/"}],
-                        }
-                    ]
-                },
-                {},
-            )
+            return self.current_version(200, "v2.0", "network/v2.0/")
         match = re.fullmatch(r"/v2\.0/quotas/([^/]+)/details(?:\.json)?", path)
         if method == "GET" and match:
             if match.group(1) != PROJECT_ID:
-                return (
-                    403,
-                    {
-                        "NeutronError": {
-                            "type": "HTTPForbidden",
-                            "message": "not allowed",
-                            "detail": "",
-                        }
-                    },
-                    {},
-                )
+                return self.neutron_error(403, "HTTPForbidden", "not allowed")
             return 200, {"quota": copy.deepcopy(self.state["network_quota"])}, {}
         match = re.fullmatch(r"/v2\.0/([a-z-]+?)(?:\.json)?(?:/([^/.]+))?(?:\.json)?(/tags)?", path)
         if not match or match.group(1) not in NEUTRON_COLLECTIONS:
@@ -749,16 +741,8 @@ class FakeCloud:
             return 200, {key: self._filter(items, query)}, {}
         if method == "POST" and item_id is None:
             if collection not in self.creatable:
-                return (
-                    409,
-                    {
-                        "NeutronError": {
-                            "type": "OverQuota",
-                            "detail": "",
-                            "message": f"Quota exceeded for resources: ['{single}'].",
-                        }
-                    },
-                    {},
+                return self.neutron_error(
+                    409, "OverQuota", f"Quota exceeded for resources: ['{single}']."
                 )
             item = CREATE_DEFAULTS[collection]()
             item.update((body or {}).get(single) or {})
@@ -766,16 +750,8 @@ class FakeCloud:
             return 201, {single: copy.deepcopy(item)}, {}
         found = next((i for i in items if i["id"] == item_id), None)
         if found is None:
-            return (
-                404,
-                {
-                    "NeutronError": {
-                        "type": f"{single.title()}NotFound",
-                        "message": f"{single} {item_id} could not be found.",
-                        "detail": "",
-                    }
-                },
-                {},
+            return self.neutron_error(
+                404, f"{single.title()}NotFound", f"{single} {item_id} could not be found."
             )
         if method == "GET":
             return 200, {single: copy.deepcopy(found)}, {}
@@ -789,35 +765,13 @@ class FakeCloud:
         if method == "DELETE":
             items.remove(found)
             return 204, None, {}
-        return (
-            403,
-            {
-                "NeutronError": {
-                    "type": "PolicyNotAuthorized",
-                    "message": "not allowed",
-                    "detail": "",
-                }
-            },
-            {},
-        )
+        return self.neutron_error(403, "PolicyNotAuthorized", "not allowed")
 
     # -- image -----------------------------------------------------------------------
 
     def image(self, method, path, query, body):
         if method == "GET" and path == "/":
-            return (
-                300,
-                {
-                    "versions": [
-                        {
-                            "id": "v2.16",
-                            "status": "CURRENT",
-                            "links": [{"rel": "self", "href": f"{self.url}/image/v2/"}],
-                        }
-                    ]
-                },
-                {},
-            )
+            return self.current_version(300, "v2.16", "image/v2/")
         if method == "GET" and path == "/v2/images":
             return (
                 200,
@@ -833,20 +787,9 @@ class FakeCloud:
     # -- block storage ---------------------------------------------------------------
 
     def volume(self, method, path, query, body):
-        version = {
-            "id": "v3.0",
-            "status": "CURRENT",
-            "version": "3.70",
-            "min_version": "3.0",
-            "updated": "2023-08-31T00:00:00Z",
-            "links": [{"rel": "self", "href": f"{self.url}/volume/v3/"}],
-            "media-types": [
-                {
-                    "base": "application/json",
-                    "type": "application/vnd.openstack.volume+json;version=3",
-                }
-            ],
-        }
+        version = self.microversioned(
+            "v3.0", "3.70", "2023-08-31T00:00:00Z", "volume/v3/", "volume+json;version=3"
+        )
         if method == "GET" and path in ("/", "/v3", f"/v3/{PROJECT_ID}"):
             return (
                 (300, {"versions": [version]}, {})

@@ -45,8 +45,12 @@ from kos.steps import deployment
 from kos.steps import nodes as node_steps
 
 from tests.bootstrap.conftest import REPO, Kos, base_env, start_sshd, stop_process
-from tests.integration.conftest import MASTER_TIMING, NetnsMinion, kill_standin_daemons
-from tests.netlab import NetLab, can_use_netns
+from tests.integration.conftest import (
+    MASTER_TIMING,
+    NetnsMinion,
+    kill_standin_daemons,
+    netlab_up,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 
@@ -67,13 +71,10 @@ def fqdn(name):
 
 @pytest.fixture(scope="module")
 def lab():
-    if not can_use_netns():
-        pytest.skip("needs root and network namespaces")
-    lab = NetLab(prefix="kosbt", cidr=CIDR).up()
-    for name in NETNS_HOSTS:
-        lab.add_host(name)
-    yield lab
-    lab.down()
+    with netlab_up("kosbt", CIDR) as lab:
+        for name in NETNS_HOSTS:
+            lab.add_host(name)
+        yield lab
 
 
 @pytest.fixture(scope="module")
@@ -566,16 +567,23 @@ def test_without_the_agent_key_the_master_is_unreachable(converged, operator, ou
     assert "cannot reach the salt master over SSH" in res.stderr
 
 
-def test_bad_pillar_fails_with_the_failing_state_comment(converged, operator, outputs, pillar_dir):
-    layer = pillar_dir / "environments" / f"{DOMAIN_SLS}.sls"
+def failed_converge_with(operator, outputs, layer, edit):
+    """``kos converge`` (expected to exit 6) with ``edit(doc)`` applied to the pillar ``layer``,
+    which is put back afterwards."""
     good = layer.read_text()
     doc = yaml.safe_load(good)
-    doc["microk8s"]["channel"] = "1.31/nightly"
+    edit(doc)
     layer.write_text(yaml.safe_dump(doc))
     try:
-        res = operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
+        return operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
     finally:
         layer.write_text(good)
+
+
+def test_bad_pillar_fails_with_the_failing_state_comment(converged, operator, outputs, pillar_dir):
+    layer = pillar_dir / "environments" / f"{DOMAIN_SLS}.sls"
+    res = failed_converge_with(operator, outputs, layer,
+                               lambda doc: doc["microk8s"].update(channel="1.31/nightly"))
     assert "orch.deploy failed at kos-orch-deploy-validate" in res.stderr
     assert "pillar key 'microk8s:channel'" in res.stderr
     steps = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())["steps"]
@@ -760,15 +768,9 @@ def test_a_failing_state_is_reported_with_its_id_and_comment(
     converged, operator, outputs, pillar_dir, roots
 ):
     layer = pillar_dir / "minions" / DOMAIN_SLS / "k8s-worker-1.sls"
-    good = layer.read_text()
-    doc = yaml.safe_load(good)
     missing = roots / "k8s-worker-1" / "no-such-dir" / "hosts"
-    doc["core"]["hosts_file"] = str(missing)
-    layer.write_text(yaml.safe_dump(doc))
-    try:
-        res = operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
-    finally:
-        layer.write_text(good)
+    res = failed_converge_with(operator, outputs, layer,
+                               lambda doc: doc["core"].update(hosts_file=str(missing)))
     assert "orch.deploy failed at kos-orch-deploy-wave" in res.stderr
     assert (
         f"{fqdn('k8s-worker-1')}: core-hosts-file-blockreplace (core.hosts): {missing}: "

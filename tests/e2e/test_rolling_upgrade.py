@@ -79,6 +79,23 @@ class Watcher(threading.Thread):
             time.sleep(self.interval)
 
 
+def watched_upgrade(watcher, version, timeout):
+    """A successful ``kos upgrade --version`` with ``watcher`` sampling the nodes throughout:
+    the upgrade's JSON report and the stopped watcher."""
+    cluster = watcher.cluster
+    watcher.start()
+    try:
+        res = cluster.kos("upgrade", *cluster.args, "--version", version, timeout=timeout)
+    finally:
+        watcher.stop.set()
+        watcher.join(timeout=120)
+    assert res.returncode == 0, res.stderr[-4000:]
+    doc = json.loads(res.stdout)
+    print(f"API probes during the upgrade: {len(watcher.samples)} answered, "
+          f"{watcher.failed} failed; upgrade steps (s): {doc['orchestration']['seconds']}")
+    return doc, watcher
+
+
 @pytest.fixture
 def microk8s(cluster):
     if cluster.values["kubernetes_distribution"] != "microk8s":
@@ -119,17 +136,7 @@ def test_kubeadm_refuses_a_skipped_minor_and_a_downgrade_with_nothing_changed(cl
 
 
 def test_upgrade_moves_one_node_at_a_time_in_order(microk8s):
-    watcher = Watcher(microk8s)
-    watcher.start()
-    try:
-        res = microk8s.kos("upgrade", *microk8s.args, "--version", "1.32", timeout=UPGRADE_TIMEOUT)
-    finally:
-        watcher.stop.set()
-        watcher.join(timeout=120)
-    assert res.returncode == 0, res.stderr[-3000:]
-    doc = json.loads(res.stdout)
-    print(f"API probes during the upgrade: {len(watcher.samples)} answered, "
-          f"{watcher.failed} failed; upgrade steps (s): {doc['orchestration']['seconds']}")
+    doc, watcher = watched_upgrade(Watcher(microk8s), "1.32", UPGRADE_TIMEOUT)
     # the first control plane, then the workers; each drained, refreshed, uncordoned (each
     # step requires the one before: the orchestration's integration test checks the order)
     order = ["k8s-cp-1", "k8s-worker-1", "k8s-worker-2"]

@@ -19,7 +19,7 @@ import pytest
 
 from kos_local import kubernetes
 from tests.e2e.test_real_kubernetes import kube_json
-from tests.e2e.test_rolling_upgrade import Watcher, salt
+from tests.e2e.test_rolling_upgrade import Watcher, salt, watched_upgrade
 
 pytestmark = pytest.mark.netns
 
@@ -40,16 +40,7 @@ def test_kubeadm_moves_to_the_next_minor_one_node_at_a_time(real, target):
     hosts = sorted(h for h in real.hostnames() if h.startswith("k8s-"))
     cps = [h for h in hosts if h.startswith("k8s-cp-")]
     watcher = Watcher(real, "kos_kubectl.nodes", interval=1)
-    watcher.start()
-    try:
-        res = real.kos("upgrade", *real.args, "--version", target, timeout=UPGRADE_TIMEOUT)
-    finally:
-        watcher.stop.set()
-        watcher.join(timeout=120)
-    assert res.returncode == 0, res.stderr[-4000:]
-    doc = json.loads(res.stdout)
-    print(f"API probes during the upgrade: {len(watcher.samples)} answered, {watcher.failed} "
-          f"failed; upgrade steps (s): {doc['orchestration']['seconds']}")
+    doc, _ = watched_upgrade(watcher, target, UPGRADE_TIMEOUT)
     # the first control plane, the other control planes, then the workers
     upgraded = [m.split(".")[0] for m in doc["upgraded"]]
     assert upgraded[0] == "k8s-cp-1" and sorted(upgraded[:len(cps)]) == cps, upgraded

@@ -10,11 +10,9 @@ API servers started here are stopped by pidfile when the module ends.
 import contextlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +22,9 @@ import yaml
 from cryptography import x509
 from saltfactories.utils.functional import Loaders
 
+# a free 127.x.y. prefix for the stand-in API servers, found as the stand-ins' own tests find it
+from tests.standins.test_kubeadm_standin import _free_base
+
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
 PIDFILE = "var/run/kos-standin-apiserver.pid"
@@ -32,20 +33,6 @@ MINION_ID = "k8s-cp-1.kos-fn.test"
 INSTANCE_ID = "6f1c2d5e-8a4b-4c3d-9e2f-0a1b2c3d4e5f"
 CREDENTIALS = {"application_credential_id": "app-cred-id",
                "application_credential_secret": 'se"cr;et#1'}
-
-
-def _free_base():
-    """A 127.x.y. prefix with nothing on port 6443 at .1-.5 (one address per node)."""
-    for _ in range(50):
-        base = "127.%d.%d." % (random.randint(64, 250), random.randint(1, 250))
-        busy = False
-        for host in range(1, 6):
-            with socket.socket() as s:
-                s.settimeout(0.2)
-                busy = busy or s.connect_ex((base + str(host), 6443)) == 0
-        if not busy:
-            return base
-    raise RuntimeError("no free loopback range")
 
 
 def stop_apiserver(root):

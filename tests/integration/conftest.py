@@ -14,6 +14,7 @@ master and minions, stopped when its tests are done, and none is reused for anot
 ``distribution``.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -182,16 +183,25 @@ def distribution():
     return Deployment
 
 
-@pytest.fixture(scope="package")
-def netlab(distribution):
+@contextlib.contextmanager
+def netlab_up(prefix, cidr, needs=()):
+    """A NetLab up for the block, or the test skipped where this machine cannot host one."""
     if not can_use_netns():
         pytest.skip("needs root and network namespaces")
-    for program in distribution.needs:
+    for program in needs:
         if not shutil.which(program):
             pytest.skip(f"needs {program} (Debian package {program})")
-    lab = NetLab(prefix=distribution.prefix, cidr=distribution.cidr).up()
-    yield lab
-    lab.down()
+    lab = NetLab(prefix=prefix, cidr=cidr).up()
+    try:
+        yield lab
+    finally:
+        lab.down()
+
+
+@pytest.fixture(scope="package")
+def netlab(distribution):
+    with netlab_up(distribution.prefix, distribution.cidr, distribution.needs) as lab:
+        yield lab
 
 
 @pytest.fixture(scope="package")

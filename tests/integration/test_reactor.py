@@ -15,10 +15,9 @@ import pytest
 import yaml
 
 from tests.integration.conftest import (
-    MASTER_TIMING, REPO, Deployment, converged, host_layer, kill_standin_daemons, netns_minion,
-    ran_on,
+    MASTER_TIMING, REPO, Deployment, converged, host_layer, kill_standin_daemons, netlab_up,
+    netns_minion, ran_on,
 )
-from tests.netlab import NetLab, can_use_netns
 
 PREFIX = "kosrt"
 CIDR = "10.253.0.0/24"
@@ -52,11 +51,8 @@ def reactor_setting():
 
 @pytest.fixture(scope="module")
 def lab():
-    if not can_use_netns():
-        pytest.skip("needs root and network namespaces")
-    net = NetLab(prefix=PREFIX, cidr=CIDR).up()
-    yield net
-    net.down()
+    with netlab_up(PREFIX, CIDR) as net:
+        yield net
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,15 @@ def _forget():
     __utils__["kos_cli.forget"](__context__, __virtualname__)
 
 
+def _change(args, **kwargs):
+    """``_run`` a command that changes the node; what is cached about it goes either way,
+    since a failed command may have changed it too."""
+    try:
+        return _run(args, **kwargs)
+    finally:
+        _forget()
+
+
 def status(wait_ready=False, timeout=None):
     """
     Return the node's state, parsed from ``microk8s status --format yaml``.
@@ -248,10 +257,7 @@ def enable_addon(name, args=None):
         salt '*' microk8s.enable_addon dns
         salt '*' microk8s.enable_addon metallb args='["10.0.0.240-10.0.0.250"]'
     """
-    try:
-        return _run(["enable", name, *[str(a) for a in (args or [])]])["stdout"]
-    finally:
-        _forget()
+    return _change(["enable", name, *[str(a) for a in (args or [])]])["stdout"]
 
 
 def disable_addon(name, args=None, force=False, destroy_storage=False):
@@ -288,10 +294,7 @@ def disable_addon(name, args=None, force=False, destroy_storage=False):
     cmd = ["disable", target, *[str(a) for a in (args or [])]]
     if force:
         cmd.append("--force")
-    try:
-        return _run(cmd, ok_retcodes=ok, stdin="")["stdout"]
-    finally:
-        _forget()
+    return _change(cmd, ok_retcodes=ok, stdin="")["stdout"]
 
 
 def add_node(ttl=None, token=None):
@@ -348,10 +351,7 @@ def join(connection, worker=False, skip_verify=False):
         salt 'k8s-worker-1*' microk8s.join 10.1.0.11:25000/<token>/<check> worker=True
     """
     args = ["join", connection, *_flags([("--worker", worker), ("--skip-verify", skip_verify)])]
-    try:
-        return _run(args, secret=True)["stdout"]
-    finally:
-        _forget()
+    return _change(args, secret=True)["stdout"]
 
 
 def leave():
@@ -364,10 +364,7 @@ def leave():
 
         salt 'k8s-worker-1*' microk8s.leave
     """
-    try:
-        return _run(["leave"])["stdout"]
-    finally:
-        _forget()
+    return _change(["leave"])["stdout"]
 
 
 def remove_node(node, force=False):
@@ -386,10 +383,7 @@ def remove_node(node, force=False):
 
         salt 'k8s-cp-1*' microk8s.remove_node k8s-worker-2 force=True
     """
-    try:
-        return _run(["remove-node", node, *_flags([("--force", force)])])["stdout"]
-    finally:
-        _forget()
+    return _change(["remove-node", node, *_flags([("--force", force)])])["stdout"]
 
 
 def refresh_certs(cert="server.crt"):
@@ -403,10 +397,7 @@ def refresh_certs(cert="server.crt"):
 
         salt 'k8s-cp-1*' microk8s.refresh_certs
     """
-    try:
-        return _run(["refresh-certs", "--cert", cert])["stdout"]
-    finally:
-        _forget()
+    return _change(["refresh-certs", "--cert", cert])["stdout"]
 
 
 def certificates():
@@ -448,10 +439,7 @@ def start():
 
         salt '*' microk8s.start
     """
-    try:
-        return _run(["start"])["stdout"]
-    finally:
-        _forget()
+    return _change(["start"])["stdout"]
 
 
 def version():
@@ -771,10 +759,7 @@ def restore_from(path):
 
         salt 'k8s-cp-1*' microk8s.restore_from /root/microk8s-k8s-cp-1-20261127T180000Z.tar.gz
     """
-    try:
-        _run(["dbctl", "restore", path], describe=_dbctl_message)
-    finally:
-        _forget()
+    _change(["dbctl", "restore", path], describe=_dbctl_message)
     return True
 
 

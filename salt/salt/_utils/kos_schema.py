@@ -959,27 +959,25 @@ def addresses_in_private_network(view, error):
                   "use an address inside it")
 
 
+def _names_a_control_plane(view, error, key, hint):
+    name, nodes = view.given(key), view.given("kos:nodes")
+    if name is None or nodes is None:
+        return
+    if name not in nodes:
+        error(key, f"{name!r} is not in kos:nodes", "name a node listed there")
+    elif nodes[name].get("role") != "control_plane":
+        error(key, f"{name!r} is not a control_plane node of kos:nodes", hint)
+
+
 @rule("kos:first_control_plane", "kos:nodes")
 def first_control_plane_is_a_control_plane(view, error):
-    first, nodes = view.given("kos:first_control_plane"), view.given("kos:nodes")
-    if first is None or nodes is None:
-        return
-    if first not in nodes:
-        error("kos:first_control_plane", f"{first!r} is not in kos:nodes",
-              "name a node listed there")
-    elif nodes[first].get("role") != "control_plane":
-        error("kos:first_control_plane", f"{first!r} is not a control_plane node",
-              "name a control-plane node")
+    _names_a_control_plane(view, error, "kos:first_control_plane", "name a control-plane node")
 
 
 @rule("kos_orchestration:issuer", "kos:nodes")
 def issuer_is_a_control_plane(view, error):
-    issuer, nodes = view.given("kos_orchestration:issuer"), view.given("kos:nodes")
-    if issuer is None or nodes is None:
-        return
-    if (nodes.get(issuer) or {}).get("role") != "control_plane":
-        error("kos_orchestration:issuer", f"{issuer!r} is not a control_plane node of kos:nodes",
-              "name a joined control plane (orch.deploy chooses one)")
+    _names_a_control_plane(view, error, "kos_orchestration:issuer",
+                           "name a joined control plane (orch.deploy chooses one)")
 
 
 def _ttl_above_min_remaining(view, error, section):

@@ -85,23 +85,27 @@ def install(name=None, pkgs=None, refresh=False, **kwargs):
     return changes
 
 
-def hold(name=None, pkgs=None, **kwargs):
+def _set_holds(name, pkgs, hold, comment):
+    """aptpkg.hold/unhold's answer, a package each: ``changes`` only where its selection
+    (``hold`` or ``install``) changed."""
     held = set(_read("holds.json", []))
+    old, new = ("install", "hold") if hold else ("hold", "install")
     ret = {}
     for pkg in _names(name, pkgs):
-        ret[pkg] = {"name": pkg, "result": True, "comment": f"{pkg} set on hold.",
-                    "changes": {} if pkg in held else {"new": "hold", "old": "install"}}
-        held.add(pkg)
+        changed = (pkg in held) != hold
+        ret[pkg] = {"name": pkg, "result": True, "comment": comment.format(pkg),
+                    "changes": {"new": new, "old": old} if changed else {}}
+        if hold:
+            held.add(pkg)
+        else:
+            held.discard(pkg)
     _write("holds.json", sorted(held))
     return ret
+
+
+def hold(name=None, pkgs=None, **kwargs):
+    return _set_holds(name, pkgs, True, "{} set on hold.")
 
 
 def unhold(name=None, pkgs=None, **kwargs):
-    held = set(_read("holds.json", []))
-    ret = {}
-    for pkg in _names(name, pkgs):
-        ret[pkg] = {"name": pkg, "result": True, "comment": f"Canceled hold on {pkg}.",
-                    "changes": {"new": "install", "old": "hold"} if pkg in held else {}}
-        held.discard(pkg)
-    _write("holds.json", sorted(held))
-    return ret
+    return _set_holds(name, pkgs, False, "Canceled hold on {}.")
