@@ -21,6 +21,8 @@ from kos_local import net as local_net
 pytestmark = pytest.mark.netns
 
 UP_TIMEOUT = 1200
+# the function that lists a cluster's Kubernetes nodes, per distribution
+NODES = {"microk8s": "microk8s.nodes", "kubeadm": "kos_kubectl.nodes"}
 
 
 @pytest.fixture
@@ -91,7 +93,7 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
         hosts = cluster.host(hostname).path("/etc/hosts").read_text()
         assert "k8s-worker-2" not in hosts and added in hosts, (hostname, hosts)
     k8s = sorted(h for h in after if h.startswith("k8s-"))
-    nodes = salt_json(cluster, "salt", first, f"{distribution}.nodes")[first]
+    nodes = salt_json(cluster, "salt", first, NODES[distribution])[first]
     assert sorted(nodes) == k8s, nodes
     assert nodes[added]["ready"]
     if distribution == "microk8s":
