@@ -451,8 +451,8 @@ def certificates():
     if node.get("role") != "control_plane":
         return None
     if _distribution(pillar) == "kubeadm":
-        kube_dir = (pillar.get("kubeadm") or {}).get("kube_dir")
-        found = __salt__["kos_certs.certificates"](kube_dir)
+        # where kubeadm keeps its files is the execution module's to resolve
+        found = __salt__["kos_certs.certificates"]()
         days = {name: entry["days"] for table in found.values()
                 for name, entry in table.items() if entry}
     else:
