@@ -20,7 +20,6 @@ exits 1 on any problem.
 """
 
 import argparse
-import importlib.util
 import ipaddress
 import logging
 import shutil
@@ -34,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
 from kos import ccm, inputs  # noqa: E402
+from kos.plan import formula_module  # noqa: E402
 from kos.errors import KosError  # noqa: E402
 
 SALT_TREE = REPO / "salt" / "salt"
@@ -83,14 +83,6 @@ class RenderErrors(logging.Handler):
         first = record.getMessage().split("\n\n")[0]
         if "failed, render error" in first:
             self.messages.append(" ".join(first.split()))
-
-
-def load_schema():
-    path = SALT_TREE / "_utils" / "kos_schema.py"
-    spec = importlib.util.spec_from_file_location("kos_schema", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _host(cidr, n):
@@ -243,7 +235,7 @@ def main(argv=None):
     parser.add_argument("--environments", type=Path, default=REPO / "environments")
     parser.add_argument("--pillar-root", type=Path, default=REPO / "pillar")
     args = parser.parse_args(argv)
-    schema = load_schema()
+    schema = formula_module(SALT_TREE, "utils", "kos_schema")
     defaults = formula_defaults(schema)
     envs = inputs.environments(args.environments)
     if not envs:

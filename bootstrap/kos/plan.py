@@ -45,7 +45,7 @@ PUSHED = {"missing on the master": "new in the repository",
           "not in the repository": "removed from the repository"}
 
 
-def _formula_module(formula_dir, kind, name):
+def formula_module(formula_dir, kind, name):
     """``_<kind>/<name>.py`` of the state tree, loaded as a plain module: the ones kos plan
     reads import no Salt."""
     path = Path(formula_dir) / f"_{kind}" / f"{name}.py"
@@ -57,7 +57,7 @@ def _formula_module(formula_dir, kind, name):
 
 def _kos_inputs(formula_dir):
     """The formula's own rule of what a node's highstate is made of."""
-    return _formula_module(formula_dir, "utils", "kos_inputs")
+    return formula_module(formula_dir, "utils", "kos_inputs")
 
 
 # -- Terraform --------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def layer_minions(layer, minions):
 
 def _planner(formula_dir):
     """orch.deploy's own planner, the very file the orchestration renders from."""
-    return _formula_module(formula_dir, "runners", "kos_plan")
+    return formula_module(formula_dir, "runners", "kos_plan")
 
 
 def deployment(after, layer):
