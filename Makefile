@@ -17,10 +17,10 @@ all: venv
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml saltext/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e ./saltext -e '.[test]'
 	touch $@
 
 # Installs only what is missing; needs root (the tests need it anyway).

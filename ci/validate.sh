@@ -13,7 +13,7 @@ lint=$(lint_venv)
 python=$(kos_python)
 
 step_ruff() {
-  "$lint/bin/ruff" check --config ci/ruff.toml --no-cache bootstrap salt tests bench ci
+  "$lint/bin/ruff" check --config ci/ruff.toml --no-cache bootstrap salt saltext tests bench ci
 }
 
 step_salt_lint() {

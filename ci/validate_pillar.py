@@ -2,7 +2,7 @@
 """
 The pillar step of the validate job: every environment's pillar, compiled per minion by
 Salt's own pillar compiler over the repository's pillar/ tree, judged by the validator the
-highstate runs (salt/salt/_utils/kos_schema.py, through kos.pillar_errors). No root, no
+highstate runs (saltext.kos.utils.kos_schema, through kos.pillar_errors). No root, no
 network, no cloud:
 
 * the Terraform layer (what Terraform's ``salt_pillar`` output puts in
@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bootstrap"))
 
 from kos import ccm, inputs  # noqa: E402
-from kos.plan import formula_module  # noqa: E402
 from kos.errors import KosError  # noqa: E402
+from saltext.kos.utils import kos_schema as schema  # noqa: E402
 
 SALT_TREE = REPO / "salt" / "salt"
 TERRAFORM = REPO / "terraform"
@@ -235,7 +235,6 @@ def main(argv=None):
     parser.add_argument("--environments", type=Path, default=REPO / "environments")
     parser.add_argument("--pillar-root", type=Path, default=REPO / "pillar")
     args = parser.parse_args(argv)
-    schema = formula_module(SALT_TREE, "utils", "kos_schema")
     defaults = formula_defaults(schema)
     envs = inputs.environments(args.environments)
     if not envs:

@@ -6,7 +6,7 @@ plan with ``terraform show -json``), and which nodes Salt will converge after it
 * a node Terraform removes (``retired_nodes``): it leaves the cluster first, then the
   deployment;
 * a changed Terraform layer (``salt_pillar``): judged per node with the rule the nodes
-  themselves apply (``salt/salt/_utils/kos_inputs.py``): a section a node's highstate reads
+  themselves apply (``saltext.kos.utils.kos_inputs``): a section a node's highstate reads
   changed (highstate), or only the deployment's members (its /etc/hosts learns them);
 * the repository's formula or pillar layers differing from the master's copies (read over
   SSH when the cluster exists): the nodes each layer applies to (``pillar/top.sls``);
@@ -15,7 +15,7 @@ plan with ``terraform show -json``), and which nodes Salt will converge after it
 
 Who converges, and in which order (the first control plane alone, the control planes that
 join one at a time, the parts of the wave, the nodes whose /etc/hosts only learns new
-members), is decided by orch.deploy's own planner (``salt/salt/_runners/kos_plan.py``), fed
+members), is decided by orch.deploy's own planner (``saltext.kos.runners.kos_plan``), fed
 the deployment's ``kos`` pillar from Terraform's planned ``salt_pillar`` (the last apply's
 while the planned one is known after apply) and what each node will answer once the
 Terraform change is applied: one planner for both.
@@ -23,10 +23,11 @@ Terraform change is applied: one planner for both.
 What cannot be told (no cluster yet, the master unreachable) is said, not guessed.
 """
 
-import importlib.util
 from pathlib import Path
 
 import yaml
+from saltext.kos.runners import kos_plan
+from saltext.kos.utils import kos_inputs
 
 from . import drift, ui
 from .errors import InputError, KosError
@@ -43,21 +44,6 @@ TERRAFORM_LAYER = "_from_terraform.sls"
 PUSHED = {"missing on the master": "new in the repository",
           "edited on the master": "changed in the repository",
           "not in the repository": "removed from the repository"}
-
-
-def formula_module(formula_dir, kind, name):
-    """``_<kind>/<name>.py`` of the state tree, loaded as a plain module: the ones kos plan
-    reads import no Salt."""
-    path = Path(formula_dir) / f"_{kind}" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"kos_plan_{kind}_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _kos_inputs(formula_dir):
-    """The formula's own rule of what a node's highstate is made of."""
-    return formula_module(formula_dir, "utils", "kos_inputs")
 
 
 # -- Terraform --------------------------------------------------------------------------------
@@ -169,11 +155,6 @@ def layer_minions(layer, minions):
     return found
 
 
-def _planner(formula_dir):
-    """orch.deploy's own planner, the very file the orchestration renders from."""
-    return formula_module(formula_dir, "runners", "kos_plan")
-
-
 def deployment(after, layer):
     """The ``kos`` pillar the planner reads: the Terraform layer's (``layer``, YAML, None
     when not known), its members made those of the planned ``minions`` output (id ->
@@ -228,12 +209,12 @@ def _steps(planned, first_known):
 
 
 def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
-                 layer_known=True, trees=None, pending=None, formula_dir=None, layer=None,
+                 layer_known=True, trees=None, pending=None, layer=None,
                  cores=1):
     """
     ``{"minions": {minion: {"converge": "highstate"|"learn"|"nothing"|"leaves", "reasons":
     [...], "step": {"n", "what"} or None}}, "stop": ..., "silent": [...], "invalid": [...]}``
-    after the Terraform plan, as orch.deploy plans it (``_runners/kos_plan.py``, fed what
+    after the Terraform plan, as orch.deploy plans it (``saltext.kos.runners.kos_plan``, fed what
     each node will answer): ``before``/``after`` are its ``minions`` output (id -> hostname,
     role, IP), ``layer_*`` its ``salt_pillar`` (YAML), ``layer`` the one the planner reads
     (``layer_after``, or the current one when the planned one is known after apply),
@@ -242,7 +223,7 @@ def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
     None: no master to ask). ``step`` numbers the run's steps: the first control plane
     alone, each joining control plane alone, the wave's parts, the /etc/hosts learners.
     """
-    rule = _kos_inputs(formula_dir)
+    rule = kos_inputs
     before, after = before or {}, after or {}
     # What the Terraform change and the trees add to each node's answer: reason -> verdict.
     adds = {m: {} for m in after}
@@ -293,9 +274,8 @@ def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
         said = (pending or {}).get(minion)
         if pending is None or minion in fresh or minion in pending:
             answers[minion] = _answer(info, adds[minion], learn, said, minion in fresh, pending)
-    planner = _planner(formula_dir)
     kos = deployment(after, layer if layer is not None else layer_after)
-    planned = planner.plan(kos, {}, answers, cores=cores)
+    planned = kos_plan.plan(kos, {}, answers, cores=cores)
     steps = {} if planned["stop"] else _steps(planned, bool(kos["first_control_plane"]))
     found = {}
     for minion in after:
@@ -311,7 +291,7 @@ def salt_changes(before, after, rebuilt=(), layer_before=None, layer_after=None,
             reasons = [r for r in adds[minion] if adds[minion][r] == "learn"] or ["new members"]
         else:
             converge = "highstate"
-            reasons = reasons or [planner.NOT_SAID if said is None else "not initialised"]
+            reasons = reasons or [kos_plan.NOT_SAID if said is None else "not initialised"]
         # Stopped, nothing converges: the reasons say what each node would have needed.
         found[minion] = {"converge": converge, "step": step,
                          "reasons": reasons if step or planned["stop"] else []}
@@ -408,7 +388,7 @@ def plan_report(dep, terraform_doc):
     salt = salt_changes(
         before or {}, after or {}, rebuilt_hosts(terraform_doc), layer_before, layer_after,
         layer_known=known, trees=(view or {}).get("trees"), pending=(view or {}).get("pending"),
-        formula_dir=dep.settings.formula_dir, layer=layer, cores=(view or {}).get("cores") or 1,
+        layer=layer, cores=(view or {}).get("cores") or 1,
     ) if (after is not None and (view is not None or not current.get("minions"))) else None
     if salt is not None:
         if salt["silent"]:

@@ -73,9 +73,6 @@ def loaders(tmp_path_factory):
         # Salt derives it from the default cachedir: this machine's /var/cache/salt
         extension_modules=str(root / "cache" / "extmods"),
         pki_dir=str(root / "pki"),
-        module_dirs=[str(REPO / "salt" / "salt" / "_modules")],
-        states_dirs=[str(REPO / "salt" / "salt" / "_states")],
-        utils_dirs=[str(REPO / "salt" / "salt" / "_utils")],
         # never this machine's /etc/kos, whatever a test reloads
         kos={"state_dir": str(root / "kos")},
     )

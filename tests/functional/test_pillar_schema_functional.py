@@ -45,9 +45,6 @@ def loaders(tmp_path_factory, pillar_dir):
         pki_dir=str(root / "pki"),
         file_roots={"base": [str(TREE)]},
         pillar_roots={"base": [str(pillar_dir)]},
-        module_dirs=[str(TREE / "_modules")],
-        states_dirs=[str(TREE / "_states")],
-        utils_dirs=[str(TREE / "_utils")],
     )
     return Loaders(opts)
 

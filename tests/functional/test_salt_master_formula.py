@@ -76,9 +76,6 @@ def applied(tmp_path_factory):
         pki_dir=str(root / "minion" / "pki"),
         file_roots={"base": [str(TREE)]},
         pillar_roots={"base": [str(pillar_dir)]},
-        module_dirs=[str(TREE / "_modules")],
-        states_dirs=[str(TREE / "_states")],
-        utils_dirs=[str(TREE / "_utils")],
     )
     loaders = Loaders(opts)
     first = loaders.modules.state.sls("salt_master")
@@ -292,9 +289,7 @@ def test_without_the_filter_no_config_names_it(tmp_path_factory):
     opts.update(id=MASTER_ID, file_client="local", root_dir=str(root / "minion"),
                 cachedir=str(root / "minion" / "cache"), pki_dir=str(root / "minion" / "pki"),
                 extension_modules=str(root / "minion" / "extmods"),
-                file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
-                module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
-                utils_dirs=[str(TREE / "_utils")])
+                file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]})
     ret = Loaders(opts).modules.state.sls("salt_master").raw
     assert all(v["result"] is True for v in ret.values()), ret
     written = yaml.safe_load(conf.read_text())
@@ -318,9 +313,7 @@ def formula(tmp_path, pillar):
                 cachedir=str(tmp_path / "minion" / "cache"),
                 extension_modules=str(tmp_path / "minion" / "extmods"),
                 pki_dir=str(tmp_path / "minion" / "pki"),
-                file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
-                module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
-                utils_dirs=[str(TREE / "_utils")])
+                file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]})
     return Loaders(opts).modules
 
 

@@ -58,8 +58,6 @@ def rendered_config(root, facts):
         cachedir=str(root / "minion" / "cache"), pki_dir=str(root / "minion" / "pki"),
         extension_modules=str(root / "minion" / "extmods"),
         file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
-        module_dirs=[str(TREE / "_modules")], states_dirs=[str(TREE / "_states")],
-        utils_dirs=[str(TREE / "_utils")],
     )
     ret = Loaders(opts).modules.state.sls("salt_master").raw
     failed = {k: v["comment"] for k, v in ret.items() if v["result"] is not True}

@@ -10,7 +10,7 @@ import pytest
 import salt.modules.cmdmod
 import salt.modules.config
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 
 NAMES = ("kubeadm", "kos_kubectl", "kos_certs", "kos_upgrade", "kos_podnet", "kos_images",
          "kos_etcd")
@@ -48,5 +48,5 @@ def configure_loader_modules(run_all, kube_dir):
                      if inspect.isfunction(obj) and not fn.startswith("_")
                      and obj.__module__ == module.__name__})
     context = {}
-    return {module: {"__utils__": utils(), "__salt__": found, "__context__": context}
+    return {module: {"__salt__": found, "__context__": context}
             for module in MODULES.values()}

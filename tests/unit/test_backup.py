@@ -13,7 +13,8 @@ import yaml
 from salt.exceptions import CommandExecutionError
 from unittest.mock import create_autospec
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
+from saltext.kos.utils import kos_backup
 
 kos_etcd = load("modules", "kos_etcd")
 kos_mod = load("modules", "kos")
@@ -40,12 +41,12 @@ def test_a_sealed_backup_opens_with_the_same_key_only(tmp_path, key_file):
     plain = tmp_path / "snapshot.db"
     plain.write_bytes(os.urandom(3 * (1 << 20) + 17))  # more than one chunk
     sealed = tmp_path / "out" / "b.kosbak"
-    utils()["kos_backup.seal"](str(plain), str(sealed), str(key_file))
+    kos_backup.seal(str(plain), str(sealed), str(key_file))
     assert oct(sealed.stat().st_mode & 0o777) == "0o600"
     assert plain.read_bytes()[:4096] not in sealed.read_bytes()
 
     opened = tmp_path / "opened.db"
-    utils()["kos_backup.open_sealed"](str(sealed), str(opened), str(key_file))
+    kos_backup.open_sealed(str(sealed), str(opened), str(key_file))
     assert opened.read_bytes() == plain.read_bytes()
 
     other = tmp_path / "other.key"
@@ -53,7 +54,7 @@ def test_a_sealed_backup_opens_with_the_same_key_only(tmp_path, key_file):
     kept = tmp_path / "kept.db"
     kept.write_text("as it was")
     with pytest.raises(CommandExecutionError, match="another cluster"):
-        utils()["kos_backup.open_sealed"](str(sealed), str(kept), str(other))
+        kos_backup.open_sealed(str(sealed), str(kept), str(other))
     assert kept.read_text() == "as it was"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["pki", "snapshot.db", "out", "opened.db", "other.key", "kept.db"])  # no temporary left
@@ -63,22 +64,22 @@ def test_a_changed_or_foreign_file_is_refused(tmp_path, key_file):
     plain = tmp_path / "snapshot.db"
     plain.write_bytes(b"etcd data" * 1000)
     sealed = tmp_path / "b.kosbak"
-    utils()["kos_backup.seal"](str(plain), str(sealed), str(key_file))
+    kos_backup.seal(str(plain), str(sealed), str(key_file))
     data = bytearray(sealed.read_bytes())
     data[100] ^= 1
     sealed.write_bytes(bytes(data))
     with pytest.raises(CommandExecutionError, match="was changed"):
-        utils()["kos_backup.open_sealed"](str(sealed), str(tmp_path / "x.db"), str(key_file))
+        kos_backup.open_sealed(str(sealed), str(tmp_path / "x.db"), str(key_file))
     assert not (tmp_path / "x.db").exists()
     with pytest.raises(CommandExecutionError, match="not a backup sealed by kos"):
-        utils()["kos_backup.open_sealed"](str(plain), str(tmp_path / "x.db"), str(key_file))
+        kos_backup.open_sealed(str(plain), str(tmp_path / "x.db"), str(key_file))
 
 
 def test_sealing_without_the_key_names_it(tmp_path):
     plain = tmp_path / "snapshot.db"
     plain.write_bytes(b"x")
     with pytest.raises(CommandExecutionError, match="only a control plane can"):
-        utils()["kos_backup.seal"](str(plain), str(tmp_path / "b"), str(tmp_path / "nokey"))
+        kos_backup.seal(str(plain), str(tmp_path / "b"), str(tmp_path / "nokey"))
 
 
 # -- kubeadm: snapshot and restore ----------------------------------------------------------
@@ -168,7 +169,7 @@ def configure_loader_modules(etcd, kube_dir, got):
         shutil.copyfile(got[source], dest)
         return dest
 
-    return {kos_etcd: {"__utils__": utils(), "__context__": {},
+    return {kos_etcd: {"__context__": {},
                       "__salt__": {"cmd.run_all": run_all, "cp.get_file": get_file,
                                    "config.get": lambda key, default="": (
                                        str(kube_dir) if key == "kubeadm:kube_dir" else default)}}}
@@ -253,7 +254,7 @@ def test_restore_stage_opens_the_masters_copy_beside_the_data_dir_and_leaves_etc
     (pki / "ca.key").write_bytes(os.urandom(64))
     plain = tmp_path / "snap.db"
     plain.write_bytes(b"the snapshot")
-    utils()["kos_backup.seal"](str(plain), str(tmp_path / "b.kosbak"), str(pki / "ca.key"))
+    kos_backup.seal(str(plain), str(tmp_path / "b.kosbak"), str(pki / "ca.key"))
     got["salt://b.kosbak"] = tmp_path / "b.kosbak"
     data = kube_dir.parent / "var" / "etcd"
     (data / "member").mkdir(parents=True)
@@ -340,7 +341,6 @@ def backup_module(tmp_path, key_file, distribution="kubeadm", pushed=True):
     kos_mod.__salt__ = {"kos_etcd.etcd_snapshot": snapshot, "cp.push": push,
                         "microk8s.backup": lambda directory: dict(
                             snapshot(directory), name="microk8s-k8s-cp-1-20261127T180000Z")}
-    kos_mod.__utils__ = utils()
     kos_mod.__pillar__ = {"kos": {"distribution": distribution}}
     return sent
 
@@ -393,7 +393,6 @@ def test_the_master_files_pushed_backups_and_keeps_the_newest(tmp_path, test):
     for t in ("20261125T180000Z", "20261126T180000Z", "20261124T180000Z"):
         (kept / f"etcd-k8s-cp-1-{t}.kosbak").write_bytes(t.encode())
     kos_state.__opts__ = {"test": test}
-    kos_state.__utils__ = utils()
     ret = kos_state.backups_kept(str(kept), str(incoming), keep=2)
     assert ret["changes"] == {"filed": ["etcd-k8s-cp-1-20261127T180000Z.kosbak"],
                               "removed": ["etcd-k8s-cp-1-20261124T180000Z.kosbak",
@@ -415,7 +414,6 @@ def test_the_master_lists_its_backups_oldest_first(tmp_path):
     for t in ("20261126T180000Z", "20261125T180000Z"):
         (tmp_path / f"etcd-k8s-cp-1-{t}.kosbak").write_bytes(b"12345")
     (tmp_path / "notes.txt").write_text("x")
-    kos_mod.__utils__ = utils()
     assert kos_mod.backups(str(tmp_path)) == [
         {"name": "etcd-k8s-cp-1-20261125T180000Z.kosbak", "size": 5, "time": "20261125T180000Z"},
         {"name": "etcd-k8s-cp-1-20261126T180000Z.kosbak", "size": 5, "time": "20261126T180000Z"},
@@ -430,7 +428,7 @@ def test_a_microk8s_restore_opens_the_masters_copy_under_its_own_name_and_keeps_
     archive = tmp_path / "microk8s-k8s-cp-1-20261127T180000Z.tar.gz"
     archive.write_bytes(b"objects")
     sealed = tmp_path / "microk8s-k8s-cp-1-20261127T180000Z.kosbak"
-    utils()["kos_backup.seal"](str(archive), str(sealed), str(snap_data / "certs" / "ca.key"))
+    kos_backup.seal(str(archive), str(sealed), str(snap_data / "certs" / "ca.key"))
     restored = []
 
     def get_file(source, dest, saltenv="base"):
@@ -448,7 +446,6 @@ def test_a_microk8s_restore_opens_the_masters_copy_under_its_own_name_and_keeps_
                         "pillar.get": lambda key, default=None, unmask=None:
                             # as Salt 3008's: masked unless asked
                             str(snap_data) if unmask else "**********"}
-    kos_mod.__utils__ = utils()
     assert kos_mod.restore_dqlite(f"salt://{sealed.name}") is True
     assert restored == [(archive.name, b"objects")]
     assert os.listdir(work) == []

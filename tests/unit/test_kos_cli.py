@@ -1,12 +1,12 @@
-"""The kos modules' shared helpers (salt/salt/_utils/kos_cli.py), loaded through Salt's
-loaders as a minion loads them."""
+"""The kos modules' shared helpers (saltext.kos.utils.kos_cli), called from a module
+Salt's loader loaded, as a minion calls them."""
 
 import pytest
 import salt.config
 import salt.loader
 from salt.version import SaltStackVersion, __saltstack_version__
 
-from tests.unit.conftest import SALT_TREE, utils
+from saltext.kos.utils import kos_cli
 
 PROBE = """
 def remember():
@@ -16,35 +16,36 @@ def remember():
 
 
 def changed():
-    __utils__["kos_cli.forget"](__context__, "probe")
+    from saltext.kos.utils import kos_cli
+
+    kos_cli.forget(__context__, "probe")
     return sorted(__context__)
 """
 
 
 def test_the_salt_kos_is_tested_with_is_not_refused():
-    assert utils()["kos_cli.untested_salt"]() is None
-    assert utils()["kos_cli.untested_salt"](__saltstack_version__) is None
+    assert kos_cli.untested_salt() is None
+    assert kos_cli.untested_salt(__saltstack_version__) is None
 
 
 @pytest.mark.parametrize("release", ["3007.1", "3009.0"])
 def test_an_untested_salt_is_named_with_the_fix(release):
-    said = utils()["kos_cli.untested_salt"](SaltStackVersion.parse(release))
+    said = kos_cli.untested_salt(SaltStackVersion.parse(release))
     assert f"were not tested with Salt {release}: run Salt 3008 on this minion" in said
-    assert "widen TESTED_SALT in salt/salt/_utils/kos_cli.py" in said
+    assert "widen TESTED_SALT in saltext.kos.utils.kos_cli" in said
 
 
 def test_forget_drops_the_cache_of_the_module_that_calls_it(tmp_path):
-    """A loaded module's ``__context__`` reaches kos_cli as the utils loader's: ``forget``
-    finds the caller's through the loader (the Salt internals TESTED_SALT guards)."""
+    """A loaded module hands its own ``__context__`` to kos_cli: ``forget`` empties the
+    caller's cache of its own entries and leaves the rest."""
     (tmp_path / "modules").mkdir()
     (tmp_path / "modules" / "probe.py").write_text(PROBE)
     opts = salt.config.minion_config(None)
     opts.update(
         module_dirs=[str(tmp_path / "modules")],
-        utils_dirs=[str(SALT_TREE / "_utils")],
         extension_modules=str(tmp_path / "extmods"),
         cachedir=str(tmp_path / "cache"),
     )
-    mods = salt.loader.minion_mods(opts, whitelist=["probe"], utils=salt.loader.utils(opts))
+    mods = salt.loader.minion_mods(opts, whitelist=["probe"])
     assert mods["probe.remember"]() == ["other", "probe.status"]
     assert mods["probe.changed"]() == ["other"]

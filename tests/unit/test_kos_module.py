@@ -10,7 +10,7 @@ import salt.modules.config
 import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import SALT_TREE, load, utils
+from tests.unit.conftest import SALT_TREE, load
 
 mod = load("modules", "kos")
 state = load("states", "kos")
@@ -73,7 +73,7 @@ def m(state_dir, pillar):
 def configure_loader_modules(m, pillar):
     opts = {"id": ME, "test": False}
     return {
-        mod: {"__utils__": utils(), "__salt__": m, "__opts__": opts, "__pillar__": pillar},
+        mod: {"__salt__": m, "__opts__": opts, "__pillar__": pillar},
         state: {"__salt__": {"kos.record_converged": mod.record_converged,
                              "kos.validate_pillar": mod.validate_pillar,
                              "kos.kubernetes_state": mod.kubernetes_state,

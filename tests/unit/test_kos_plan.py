@@ -40,7 +40,7 @@ def layer(workers=2, control_planes=1, **extra):
 
 
 def diff(before, after, **kw):
-    return plan.salt_changes(before, after, formula_dir=SALT_TREE, **kw)["minions"]
+    return plan.salt_changes(before, after, **kw)["minions"]
 
 
 def verdict(entry):
@@ -158,7 +158,7 @@ def test_what_a_node_still_needs_is_said():
 def test_a_node_that_does_not_answer_is_what_orch_deploy_makes_of_it():
     pending = {m: converged(m) for m in minions(2) if m != fqdn("k8s-worker-1")}
     got = plan.salt_changes(minions(2), minions(2), layer_before=layer(2), layer_after=layer(2),
-                            pending=pending, formula_dir=SALT_TREE)
+                            pending=pending)
     assert got["silent"] == [fqdn("k8s-worker-1")]
     assert got["minions"][fqdn("k8s-worker-1")]["reasons"] == [
         "it did not say what it needs (kos.converge_need)"]
@@ -189,8 +189,7 @@ def test_a_rebuilt_first_control_plane_rejoins_through_a_joined_one():
     # with no other control plane it cannot: orch.deploy stops, and kos plan says so
     alone = minions(1)
     got = plan.salt_changes(alone, alone, rebuilt=["k8s-cp-1"], layer_before=layer(1),
-                            layer_after=layer(1), pending={m: converged(m) for m in alone},
-                            formula_dir=SALT_TREE)
+                            layer_after=layer(1), pending={m: converged(m) for m in alone})
     assert "second cluster" in got["stop"]
     assert {e["converge"] for e in got["minions"].values()} == {"nothing"}
 
@@ -210,7 +209,7 @@ def test_the_diff_reads_as_a_person_reads_it():
 
 def test_the_orchestrations_rule_is_the_one_plan_applies():
     """One source: kos plan judges the Terraform layer with the nodes' own module."""
-    rule = plan._kos_inputs(SALT_TREE)
+    rule = plan.kos_inputs
     doc = yaml.safe_load(layer(2))
     other = copy.deepcopy(doc)
     other["kos"]["nodes"][fqdn("k8s-worker-9")] = {"role": "worker", "ip": "10.1.0.99"}

@@ -6,7 +6,7 @@ import salt.config
 import salt.loader
 import salt.utils.templates
 
-from tests.unit.conftest import SALT_TREE, load
+from tests.unit.conftest import load
 
 kos_plan = load("runners", "kos_plan")
 
@@ -260,15 +260,12 @@ def test_the_wave_comes_in_parts_the_master_can_serve():
     assert plan(deployment(timeout=300), answers)["timeout"] == 300
 
 
-def test_salt_loads_it_as_a_runner_and_renders_it_as_the_orchestration_does(tmp_path):
-    """The runner loader offers plan (not the py renderer's entry); Salt's py renderer,
-    which orch.deploy reads it through, returns the plan of the inputs it was given."""
+def test_salt_loads_it_as_a_runner_of_the_extension(tmp_path):
+    """The master's runner loader finds plan in the installed extension (the entry point,
+    no runner_dirs), and what it returns is the plan of the inputs it was given."""
     opts = salt.config.master_config(None)
-    opts.update(runner_dirs=[str(SALT_TREE / "_runners")],
-                extension_modules=str(tmp_path), cachedir=str(tmp_path))
+    opts.update(extension_modules=str(tmp_path), cachedir=str(tmp_path))
     runners = salt.loader.runner(opts)
-    assert "kos_plan.plan" in runners and "kos_plan.run" not in runners
+    assert [name for name in runners if name.startswith("kos_plan.")] == ["kos_plan.plan"]
     inputs = {"kos": deployment(), "options": {}, "answers": {}, "tree": TREE}
-    rendered = salt.utils.templates.py(str(SALT_TREE / "_runners" / "kos_plan.py"), True,
-                                       inputs=inputs)
-    assert rendered == {"result": True, "data": kos_plan.plan(**inputs)}
+    assert runners["kos_plan.plan"](**inputs) == kos_plan.plan(**inputs)

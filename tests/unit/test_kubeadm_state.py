@@ -9,7 +9,7 @@ import salt.modules.config
 import salt.modules.mine
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 
 mod = load("modules", "kubeadm")
 MODULES = {name: load("modules", name) for name in (
@@ -95,7 +95,7 @@ def m(state_dir):
 @pytest.fixture
 def configure_loader_modules(m, request):
     test = request.getfixturevalue("test_mode") if "test_mode" in request.fixturenames else False
-    return {states: {"__utils__": utils(), "__salt__": m, "__opts__": {"test": test, "id": ME},
+    return {states: {"__salt__": m, "__opts__": {"test": test, "id": ME},
                      "__grains__": {"host": "k8s-worker-1"}}}
 
 

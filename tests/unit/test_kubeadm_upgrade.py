@@ -12,7 +12,7 @@ import salt.modules.pillar
 import salt.modules.systemd_service
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 from tests.unit import kubeadm_modules as loader
 from tests.unit.kubeadm_modules import result
 
@@ -178,9 +178,9 @@ def m():
 def configure_loader_modules(module, m, request):
     test = request.getfixturevalue("test_mode") if "test_mode" in request.fixturenames else False
     functions = {k: v for k, v in m.items() if "." in k}
-    return {**{mod: {"__utils__": utils(), "__salt__": module, "__context__": {}}
+    return {**{mod: {"__salt__": module, "__context__": {}}
                for mod in (kubeadm, kos_kubectl, kos_upgrade)},
-            states: {"__utils__": utils(), "__salt__": functions, "__opts__": {"test": test},
+            states: {"__salt__": functions, "__opts__": {"test": test},
                      "__context__": {}}}
 
 

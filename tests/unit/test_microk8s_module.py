@@ -12,7 +12,7 @@ import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
 from tests.standins.microk8s_outputs import FRESH_YAML_START, NOT_RUNNING_YAML
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 
 microk8s = load("modules", "microk8s")
 snap = load("modules", "snap")
@@ -46,7 +46,6 @@ def configure_loader_modules(run_all):
     config_get = create_autospec(salt.modules.config.get, side_effect=lambda key, default="": default)
     return {
         microk8s: {
-            "__utils__": utils(),
             "__salt__": {"cmd.run_all": run_all, "config.get": config_get},
             "__context__": {},
             "__grains__": {"host": "k8s-cp-1"},

@@ -11,7 +11,7 @@ import salt.modules.mine
 import salt.modules.network
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 
 mod = load("modules", "microk8s")
 states = load("states", "microk8s")
@@ -79,7 +79,7 @@ def m(state_dir):
 def configure_loader_modules(m, request):
     # Tests that take test_mode run twice (test=False and test=True); the others once.
     test = request.getfixturevalue("test_mode") if "test_mode" in request.fixturenames else False
-    return {states: {"__utils__": utils(), "__salt__": m,
+    return {states: {"__salt__": m,
                      "__opts__": {"test": test, "id": ME}}}
 
 

@@ -3,14 +3,14 @@
 
 import pytest
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 
 BINARIES = {"kubeadm": "/usr/bin/kubeadm", "microk8s": "/snap/bin/microk8s"}
 
 
 @pytest.fixture
 def configure_loader_modules():
-    return {load("modules", name): {"__utils__": utils()} for name in BINARIES}
+    return {load("modules", name): {} for name in BINARIES}
 
 
 @pytest.mark.parametrize(("name", "path"), BINARIES.items())

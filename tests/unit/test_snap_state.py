@@ -6,7 +6,7 @@ import pytest
 import salt.modules.cmdmod
 from salt.exceptions import CommandExecutionError
 
-from tests.unit.conftest import load, utils
+from tests.unit.conftest import load
 
 snap_mod = load("modules", "snap")
 snap_state = load("states", "snap")
@@ -41,8 +41,8 @@ def configure_loader_modules(run_all, request):
         "snap.hold": create_autospec(snap_mod.hold),
     }
     return {
-        snap_mod: {"__utils__": utils(), "__salt__": {"cmd.run_all": run_all}},
-        snap_state: {"__utils__": utils(), "__salt__": functions, "__opts__": {"test": test}},
+        snap_mod: {"__salt__": {"cmd.run_all": run_all}},
+        snap_state: {"__salt__": functions, "__opts__": {"test": test}},
     }
 
 
