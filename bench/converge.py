@@ -314,7 +314,7 @@ class Bench:
                 on_master.push_pillar_layers(master, dep, outputs)
                 on_master.configure_master(master, pillar, [own])
                 self.accept(dep, master, ids)
-                master.sync_all(ids)
+                master.salt(ids, "state.sls", "kos.extension", timeout=120, wait=900)
                 master.salt(ids, "saltutil.refresh_pillar", "wait=True", timeout=120, wait=900)
                 master.salt(ids, "mine.update", timeout=120, wait=900)
                 # A plain highstate issues no join credential (orch.deploy issues one per

@@ -160,3 +160,12 @@ def salt_factories_config():
     root = Path(tempfile.mkdtemp(prefix="kos-salt-", dir="/tmp"))
     yield {"root_dir": root}
     shutil.rmtree(root, ignore_errors=True)
+
+
+
+@pytest.fixture(scope="session")
+def release_root():
+    """A file root holding the extension's release as a master serves it (tests.release)."""
+    from tests.release import release_root as built
+
+    return built()

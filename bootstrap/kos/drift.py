@@ -17,20 +17,24 @@ and pillar the minions already have.
 import hashlib
 from pathlib import Path
 
+from saltext.kos.utils import kos_release
+
+from .salt import tree_files
+
 CLOUD_LAYERS = "_*.sls"
 TREE_MARK = ".kos-tree"
 
 
-def _local_files(root):
-    """``{relative path: sha256}`` of a repository tree, as kos pushes it."""
-    root = Path(root)
-    found = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
-            continue
-        found[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
+def _local_files(root, extra=None):
+    """``{relative path: sha256}`` of a repository tree (and ``extra``), as kos pushes it."""
+    return {rel: hashlib.sha256(data).hexdigest()
+            for rel, (data, _) in tree_files(root, extra).items()}
+
+
+def local_state_tree(settings):
+    """``{relative path: sha256}`` of the state tree kos pushes: the formula and the
+    extension's release."""
+    return _local_files(settings.formula_dir, kos_release.files())
 
 
 def _remote_files(master, directory):
@@ -121,7 +125,7 @@ def drift(dep):
         keys = master.keys()
         trees = {
             settings.state_tree: compare_tree(
-                _local_files(settings.formula_dir), _remote_files(master, settings.state_tree)
+                local_state_tree(settings), _remote_files(master, settings.state_tree)
             ),
             pillar_root: compare_tree(
                 _local_files(settings.pillar_dir),

@@ -308,7 +308,7 @@ def master_view(dep, outputs):
     try:
         with dep.master() as master:
             trees = {
-                "states": drift.compare_tree(drift._local_files(settings.formula_dir),
+                "states": drift.compare_tree(drift.local_state_tree(settings),
                                              drift._remote_files(master, settings.state_tree)),
                 "pillar": drift.compare_tree(drift._local_files(settings.pillar_dir),
                                              drift._remote_files(master, pillar_root),

@@ -32,10 +32,8 @@ from .state import describe_holder
 MINION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 PILLAR_FILE = "/srv/pillar/_from_terraform.sls"
 EVENT_FUNS = {
-    "saltutil.sync_all": "modules synced",
-    "saltutil.sync_utils": "utils synced",
-    "saltutil.sync_modules": "modules synced",
-    "saltutil.sync_states": "states synced",
+    # orch.deploy's first step on a minion that may lack the extension: kos.extension
+    "state.sls": "states applied",
     "saltutil.refresh_pillar": "pillar refreshed",
     "kos.validate_pillar": "pillar valid",
     "kos.prepare_converge": "pillar valid, mine updated",
@@ -307,16 +305,6 @@ class SaltMaster:
         )
         return returns
 
-    def sync_all(self, expected):
-        ret = self.salt(list(expected), "saltutil.sync_all", timeout=120, on_event=report_event)
-        missing = sorted(m for m in expected if m not in ret)
-        if missing:
-            raise ConvergeError(f"saltutil.sync_all got no answer from: {', '.join(missing)}")
-        return {
-            m: sum(len(v) for v in (r or {}).values() if isinstance(v, list))
-            for m, r in ret.items()
-        }
-
     def refresh_pillar(self, targets):
         return self.salt(list(targets), "saltutil.refresh_pillar", "wait=True", timeout=120)
 
@@ -363,13 +351,14 @@ class SaltMaster:
             self.ssh.run(["rm", "-f", "--", *paths])
         return paths
 
-    def push_tree(self, source, dest, keep=None):
+    def push_tree(self, source, dest, keep=None, extra=None):
         """
         Make ``dest`` on the master hold exactly the files of ``source`` (the repository's
-        state tree or pillar), plus the files matching ``keep`` already there (the layers
-        a cloud writes, ``_*.sls``). Answers ``unchanged`` when the same tree is there.
+        state tree or pillar) and ``extra``, plus the files matching ``keep`` already there
+        (the layers a cloud writes, ``_*.sls``). Answers ``unchanged`` when the same tree is
+        there.
         """
-        blob = tree_tarball(source)
+        blob = tree_tarball(source, extra)
         digest = hashlib.sha256(blob).hexdigest()
         d = shlex.quote(dest)
         prune = f"! -name {shlex.quote(keep)} " if keep else ""
@@ -493,7 +482,7 @@ def report_return(event):
     minion, fun = event["minion"], event["fun"]
     what = EVENT_FUNS[fun]
     summary = event.get("summary") or {}
-    if fun in ("state.highstate", "state.apply"):
+    if fun in ("state.highstate", "state.apply", "state.sls"):
         if "states" in summary:
             bad = [f for f in summary["failed"] if not f.get("requisite")] or summary["failed"]
             if bad:
@@ -513,18 +502,29 @@ def report_return(event):
         ui.ok(f"{minion}: {what}")
 
 
-def tree_tarball(source):
-    """A reproducible tarball of ``source``: same files, same bytes (no times, no owners)."""
+def tree_files(source, extra=None):
+    """``{relative path: (bytes, mode)}`` of the tree kos pushes from ``source``, plus
+    ``extra`` (``{relative path: bytes}``, the extension's release in the state tree)."""
     source = Path(source)
+    found = {}
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
+            continue
+        found[rel.as_posix()] = (path.read_bytes(), 0o755 if path.stat().st_mode & 0o111 else 0o644)
+    for rel, data in (extra or {}).items():
+        found[rel] = (data, 0o644)
+    return found
+
+
+def tree_tarball(source, extra=None):
+    """A reproducible tarball of ``source`` (and ``extra``): same files, same bytes (no
+    times, no owners)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(source.rglob("*")):
-            rel = path.relative_to(source)
-            if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
-                continue
-            info = tarfile.TarInfo(str(rel))
-            data = path.read_bytes()
+        for rel, (data, mode) in sorted(tree_files(source, extra).items()):
+            info = tarfile.TarInfo(rel)
             info.size = len(data)
-            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            info.mode = mode
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()

@@ -2,9 +2,9 @@
     distribution from kos:distribution (Terraform's kubernetes_distribution).
     Nothing below uses a pillar value the validator has not passed: on an invalid pillar
     only kos.validate runs, and fails naming the key and the fix, where a template would
-    otherwise fail with a traceback or "No matching sls found". Before the first module
-    sync (the highstate syncs after reading this file) the validator is not loaded yet;
-    the distribution is then checked here, and kos.validate runs first as always. #}
+    otherwise fail with a traceback or "No matching sls found". Before the extension is
+    installed (kos.validate installs the master's release first) the validator is not loaded
+    yet; the distribution is then checked here, and kos.validate runs first as always. #}
 {%- from "kos/map.jinja" import kos with context %}
 {%- if 'kos.pillar_errors' in salt %}
 {%- set valid = not salt['kos.pillar_errors']() %}

@@ -364,7 +364,8 @@ def test_converge_accepts_exactly_the_cluster_keys(converged, master, minions):
 def test_converge_reports_each_node_and_prints_data_on_stdout(converged):
     for name in MINIONS:
         assert f"{fqdn(name)}: highstate ok" in converged.stderr, converged.stderr
-        assert f"{fqdn(name)}: modules synced" in converged.stderr
+        # the extension, installed (here: found at its version) before anything else
+        assert f"{fqdn(name)}: states applied ok" in converged.stderr
     assert json.loads(converged.stdout) == {"cluster": "kosbt", "converged": True}
 
 
@@ -618,8 +619,8 @@ def test_ctrl_c_or_sigterm_stop_the_orchestration_and_the_rerun_holds_off_a_seco
     for signum in (signal.SIGTERM, signal.SIGINT):
         forget_converges(roots)
         run = operator.start("converge", "--outputs", outputs["path"])
-        # a minion answered the orchestration's first steps (saltutil.sync_*): it runs
-        run.wait_for(": modules synced", after="▶ salt-run state.orchestrate orch.deploy")
+        # a minion answered the orchestration's first step (kos.extension): it runs
+        run.wait_for(": states applied ok", after="▶ salt-run state.orchestrate orch.deploy")
         run.signal(signum)
         assert run.wait() == 130, run.stderr
         assert "interrupted: orch.deploy stopped after step " in run.stderr
@@ -698,10 +699,12 @@ def test_an_orchestration_running_on_the_master_keeps_kos_from_changing_anything
 
 
 def sync_jobs(master):
+    """The jobs that installed the extension's release on minions (kos.extension)."""
     jobs = master.salt_run_cli(timeout=120).run(
-        "jobs.list_jobs", "search_function=saltutil.sync_modules"
+        "jobs.list_jobs", "search_function=state.sls"
     )
-    return set(jobs.data or {})
+    return {jid for jid, job in (jobs.data or {}).items()
+            if "kos.extension" in (job.get("Arguments") or [])}
 
 
 @pytest.fixture(scope="class")
@@ -739,12 +742,12 @@ class TestAMinionIsDown:
             "converge", "--outputs", outputs["path"], "--exclude", worker_down, timeout=1200,
             check=0,
         )
-        # not synced (the orchestration syncs the minions it converges: they forgot their
-        # last converge), and handed to the orchestration as pillar
+        # not given the extension (the orchestration installs it on the minions it converges:
+        # they forgot their last converge), and handed to the orchestration as pillar
         new_jobs = master.event_listener.get_events([(master.id, "salt/job/*/new")],
                                                     after_time=since)
         syncs = [sorted(e.data["minions"]) for e in new_jobs
-                 if e.data.get("fun") == "saltutil.sync_modules"]
+                 if e.data.get("fun") == "state.sls" and "kos.extension" in e.data.get("arg", [])]
         assert syncs and all(worker_down not in minions for minions in syncs), syncs
         runs = master.event_listener.get_events([(master.id, "salt/run/*/new")],
                                                 after_time=since)

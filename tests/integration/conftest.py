@@ -250,12 +250,12 @@ def files_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="package")
-def salt_master(salt_factories, netlab, deployment, files_dir):
+def salt_master(salt_factories, netlab, deployment, files_dir, release_root):
     factory = salt_factories.salt_master_daemon(
         f"{deployment.cluster_name}-master",
         overrides={
             "interface": netlab.gateway,
-            "file_roots": {"base": [str(REPO / "salt" / "salt"), str(files_dir)]},
+            "file_roots": {"base": [str(REPO / "salt" / "salt"), str(files_dir), str(release_root)]},
             "pillar_roots": {"base": [str(REPO / "pillar"), str(deployment.pillar_dir)]},
             "minion_data_cache": True,
             **MASTER_TIMING,

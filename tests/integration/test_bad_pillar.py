@@ -61,7 +61,7 @@ def layers(deployment):
 @pytest.fixture(scope="module")
 def before(minions, salt_cli, host_roots, layers):
     """The hosts before any bad input, with the deployment's own pillar valid everywhere."""
-    ret = salt_cli.run("saltutil.sync_all", minion_tgt="*")
+    ret = salt_cli.run("state.apply", "kos.extension", minion_tgt="*")
     assert ret.returncode == 0, ret
     ret = salt_cli.run("kos.validate_pillar", minion_tgt="*")
     assert ret.data == {m: True for m in minions_ids(minions)}, ret

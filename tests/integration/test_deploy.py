@@ -475,8 +475,8 @@ def test_a_workers_credential_is_its_own_and_dies_with_its_wave(
     assert mine_digest(salt_cli, worker, cp, key, "connection") == EMPTY
     # a spare host (k8s-worker-3, not in the deployment yet) with microk8s installed tries it
     spare = deployment.fqdn("k8s-worker-3")
-    # not in the deployment, so no orchestration has synced the formula's modules to it
-    assert salt_cli.run("saltutil.sync_all", minion_tgt=spare).returncode == 0
+    # not in the deployment, so no orchestration has installed the extension there
+    assert salt_cli.run("state.apply", "kos.extension", minion_tgt=spare).returncode == 0
     ret = salt_cli.run("state.apply", "microk8s", minion_tgt=spare)
     assert ret.returncode == 0, ret
     for extra in ([], ["--worker"]):

@@ -23,6 +23,7 @@ from saltfactories.utils.functional import Loaders
 
 from tests.formula_loader import formula_modules
 from tests.integration.conftest import by_id, orchestrate
+from tests.release import release_root
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = REPO / "salt" / "salt"
@@ -57,7 +58,7 @@ def rendered_config(root, facts):
         id=facts["id"], file_client="local", root_dir=str(root / "minion"),
         cachedir=str(root / "minion" / "cache"), pki_dir=str(root / "minion" / "pki"),
         extension_modules=str(root / "minion" / "extmods"),
-        file_roots={"base": [str(TREE)]}, pillar_roots={"base": [str(pillar_dir)]},
+        file_roots={"base": [str(TREE), str(release_root())]}, pillar_roots={"base": [str(pillar_dir)]},
     )
     ret = Loaders(opts).modules.state.sls("salt_master").raw
     failed = {k: v["comment"] for k, v in ret.items() if v["result"] is not True}

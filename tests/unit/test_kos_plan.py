@@ -224,8 +224,9 @@ def test_before_the_terraform_layer_is_known_the_first_control_plane_is_not_gues
 
 
 class Master:
-    """The master as kos reaches it: its copies of the trees (here the repository's own,
-    unchanged) over SSH, and the nodes' answers over the channel."""
+    """The master as kos reaches it: its copies of the trees (``{directory: {path:
+    sha256}}``, here the ones kos pushes, unchanged) over SSH, and the nodes' answers over the
+    channel."""
 
     def __init__(self, trees, answers, cores):
         self.trees, self.answers, self.cores = trees, answers, cores
@@ -233,7 +234,7 @@ class Master:
 
     def run(self, argv, check=True):
         directory = argv[1]
-        files = drift._local_files(self.trees[directory])
+        files = self.trees[directory]
         lines = [f"{digest}  {directory}/{rel}" for rel, digest in files.items()]
         return types.SimpleNamespace(stdout="\n".join(lines))
 
@@ -257,7 +258,8 @@ def test_plan_report_plans_with_the_current_layer_while_the_planned_one_is_unkno
         formula_dir=SALT_TREE, state_tree="/srv/salt", pillar_dir=repo / "pillar",
         pillar_file="/srv/pillar/_from_terraform.sls")
     current = {"minions": minions(4), "salt_pillar": layer(4, orchestration={"batch": 2})}
-    master = Master({"/srv/salt": SALT_TREE, "/srv/pillar": repo / "pillar"},
+    master = Master({"/srv/salt": drift.local_state_tree(settings),
+                     "/srv/pillar": drift._local_files(repo / "pillar")},
                     {m: converged(m) for m in minions(4)}, cores=4)
     dep = types.SimpleNamespace(settings=settings, outputs=lambda: current,
                                 master=lambda: master)

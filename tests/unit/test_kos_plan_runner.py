@@ -168,7 +168,7 @@ def test_a_rebuilt_first_control_plane_with_no_control_plane_to_rejoin_through_s
     assert inferred["stop"]["id"] == "kos-orch-deploy-first-control-plane-lost"
     assert f"{CP1} answered without kos's modules, as a new server does" in \
         inferred["stop"]["name"]
-    assert f"salt {CP1} saltutil.sync_all" in inferred["stop"]["name"]
+    assert f"salt {CP1} state.apply kos.extension" in inferred["stop"]["name"]
 
 
 def test_an_excluded_minion_is_neither_asked_nor_converged():

@@ -4,7 +4,7 @@
 from .. import ui
 from ..errors import ConvergeError, InputError
 from .deployment import pillar_of, salt_master_id
-from .master import STATUS_PING, orchestrated
+from .master import STATUS_PING, orchestrated, push_states
 
 
 def _master_id(outputs):
@@ -32,7 +32,7 @@ def backup(dep, list_only=False):
     summary = None
     with dep.master() as master:
         if not list_only:
-            master.push_tree(dep.settings.formula_dir, dep.settings.state_tree)
+            push_states(master, dep.settings)
             with ui.step("back up the cluster's datastore to the salt master"):
                 summary = master.orchestrate("orch.backup", {}, rerun="kos backup")
         kept = _kept_backups(master, master_id)
@@ -61,7 +61,7 @@ def restore(dep, confirm, name=None):
         # every object made or changed since goes back to the backup's; the API is down a while
         confirm(f"restore {dep.cluster} from {chosen}, putting every Kubernetes object back as "
                 "the backup has it")
-        master.push_tree(dep.settings.formula_dir, dep.settings.state_tree)
+        push_states(master, dep.settings)
         with ui.step(f"restore the datastore from {chosen} on every control plane"):
             summary = master.orchestrate("orch.restore", {"backup": chosen},
                                          rerun=f"kos restore --backup {chosen}")

@@ -3,7 +3,7 @@
 
 from .. import ui
 from .deployment import control_plane_ids
-from .master import STATUS_PING, orchestrated
+from .master import STATUS_PING, orchestrated, push_states
 
 
 def certificate_summary(found):
@@ -23,7 +23,7 @@ def renew_certificates(dep, force=False):
     with dep.master() as master:
         # this checkout's formula (orch.certificates, the states); the pillar stays what
         # the last converge pushed
-        master.push_tree(dep.settings.formula_dir, dep.settings.state_tree)
+        push_states(master, dep.settings)
         with ui.step("renew the control planes' certificates, one at a time"):
             summary = master.orchestrate(
                 "orch.certificates", pillar, rerun="kos renew-certificates"

@@ -6,6 +6,8 @@ minions' answers checked, an orchestration's record.
 
 from pathlib import Path
 
+from saltext.kos.utils import kos_release
+
 from .. import ui
 from ..errors import ConvergeError
 from ..salt import failed_states
@@ -18,10 +20,17 @@ ANSWER_GRACE = 30
 STATUS_PING = 10
 
 
+def push_states(master, settings):
+    """This checkout's formula to the master, with the release of the extension installed
+    here, which the formula's kos.extension installs on every minion (the master's own
+    included)."""
+    return master.push_tree(settings.formula_dir, settings.state_tree, extra=kos_release.files())
+
+
 def push_trees(master, settings):
     """This checkout's formula and pillar to the master."""
     return {
-        "states": master.push_tree(settings.formula_dir, settings.state_tree),
+        "states": push_states(master, settings),
         # Layers a cloud writes (_from_terraform.sls, _cloud.sls) stay.
         "pillar": master.push_tree(
             settings.pillar_dir, str(Path(settings.pillar_file).parent), keep="_*.sls"

@@ -18,10 +18,11 @@
     A pillar change on a converged cluster is one parallel highstate; a converged
     cluster with nothing changed runs none. Before anything changes, every minion taking
     part answers and its pillar is judged valid: in its answer (compiled fresh for it),
-    when its extension modules are those of this state tree; otherwise (no answer, or
-    last converged with another state tree) it syncs them, refreshes its pillar and
-    validates it first. A node whose pillar was judged in its answer refreshes its
-    in-memory pillar at the end of its highstate.
+    when it last converged with this state tree (the extension's release is part of it);
+    otherwise (no answer, or another state tree) it installs the master's release of the
+    extension (kos.extension), refreshes its pillar and validates it first. A node whose
+    pillar was judged in its answer refreshes its in-memory pillar at the end of its
+    highstate.
 
     exclude: these minions take part in nothing.
     limit:   only these minions are converged, plus what they need from the issuer of
@@ -97,25 +98,21 @@ kos-orch-deploy-validate:
 {%- elif plan.everyone %}
 {%- set last = ['kos-orch-deploy-plan'] %}
 {%- if plan.check %}
-{#- Only the kinds of extension module a minion loads (the formula's engines and returners
-    are the master's, installed by the salt_master formula): saltutil.sync_all would ask the
-    master for a listing of the whole state tree once for each of its 19 kinds. The pillar
-    refresh that follows reloads the minion's modules. #}
-{%- for kind in (['utils', 'modules', 'states'] if plan.sync else []) %}
+{%- if plan.sync %}
 
-kos-orch-deploy-sync-{{ kind }}:
-  salt.function:
-    - name: saltutil.sync_{{ kind }}
+# The master's release of the extension where a minion may lack it; the pillar refresh that
+# follows reloads the minion's modules.
+kos-orch-deploy-extension:
+  salt.state:
     - tgt: {{ plan.sync | join(',') }}
     - tgt_type: list
+    - sls: kos.extension
+    - saltenv: {{ saltenv or 'base' }}
     - timeout: {{ wave_timeout }}
-    - kwarg:
-        saltenv: {{ saltenv or 'base' }}
-        refresh: False
     - require:
       - {{ last[-1] }}
-{%- do last.append('kos-orch-deploy-sync-' ~ kind) %}
-{%- endfor %}
+{%- do last.append('kos-orch-deploy-extension') %}
+{%- endif %}
 
 kos-orch-deploy-refresh-pillar:
   salt.function:

@@ -1,4 +1,11 @@
-{%- from "salt_master/map.jinja" import salt_master, extmods_used, salt_default_transport, reconnect with context %}
+{%- from "salt_master/map.jinja" import salt_master, salt_default_transport, reconnect with context %}
+
+{#- The job cache's filter, the engine that puts a batch's .batch.p (whole returns, past
+    the job cache) through it and the reactor's runner are the extension's
+    (saltext.kos): installed before the config naming them is, or the master could
+    not allocate a job id. #}
+include:
+  - kos.extension
 
 # The job cache and the mine hold what minions returned and published: root only. Salt
 # creates these 0755 and, once they exist, never changes their mode.
@@ -11,20 +18,6 @@ salt_master-init-file-directory-{{ key }}:
     - mode: '0700'
     - makedirs: True
 {%- endfor %}
-{#- The job cache's filter, and the engine that puts a batch's .batch.p (whole returns,
-    past the job cache) through it; the reactor's runner. The master loads them from its
-    extension modules: they must be there before the config naming them is, or it could
-    not allocate a job id. #}
-{%- for kind, module in extmods_used %}
-
-salt_master-init-file-managed-{{ module }}:
-  file.managed:
-    - name: {{ salt_master.cachedir }}/extmods/{{ kind }}/{{ module }}.py
-    - source: salt://_{{ kind }}/{{ module }}.py
-    - makedirs: True
-    - mode: '0644'
-{%- endfor %}
-
 {#- The transport this master runs on now: what its config says (Salt's default before kos
     wrote one). Its minions connect on it; switching the master alone would cut them off. #}
 {%- set written = {} %}
@@ -61,14 +54,10 @@ salt_master-config-file-managed:
     - mode: '0644'
     - context:
         cfg: {{ salt_master | tojson }}
-{%- if others or extmods_used %}
     - require:
+      - sls: kos.extension
 {%- if others %}
       - test: salt_master-transport-unchanged
-{%- endif %}
-{%- for kind, module in extmods_used %}
-      - file: salt_master-init-file-managed-{{ module }}
-{%- endfor %}
 {%- endif %}
 {%- if salt_master.manage_service %}
 
@@ -125,9 +114,8 @@ salt_master-service-restart-deferred:
 {%- endif %}
     - onchanges:
       - file: salt_master-config-file-managed
-{%- for kind, module in extmods_used %}
-      - file: salt_master-init-file-managed-{{ module }}
-{%- endfor %}
+      {#- a new release: the returner and engine the master loads at its start #}
+      - sls: kos.extension
 {%- endif %}
 {%- if salt_master.manage_service %}
 {%- if salt_master.syndic_master %}

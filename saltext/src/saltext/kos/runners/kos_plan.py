@@ -3,8 +3,8 @@ The converge planner of ``orch.deploy``: from the deployment (the master's ``kos
 the run's options and what each minion answered to ``kos.converge_need``, the plan of the
 run: the issuer of join credentials, the first control plane alone, the control planes that
 join one at a time, the parts of the wave, the minions whose /etc/hosts only learns new
-members, which minions sync their extension modules and refresh their pillar, and what
-stops the run before anything changes. Pure: it reads nothing and changes nothing, so the
+members, which minions install the master's release of the extension (kos.extension) and
+refresh their pillar, and what stops the run before anything changes. Pure: it reads nothing and changes nothing, so the
 orchestration renders from it without touching a minion and its cases are unit tested.
 
 ``orch/deploy.sls`` calls it through ``salt['saltutil.runner']('kos_plan.plan',
@@ -79,7 +79,7 @@ def _option_problems(options, known):
 
 def _new_server():
     """What a first control plane that answered without kos's modules stands for: they were
-    never synced to it, so its server is new and holds nothing of a cluster."""
+    never installed there, so its server is new and holds nothing of a cluster."""
     return {"highstate": [NEW_SERVER], "learn": False, "members": None, "sync": True,
             "problems": None, "inferred": True,
             "kubernetes": {"role": "control_plane", "first": True, "initialised": False,
@@ -106,7 +106,7 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
         Minions taking part that did not answer; ``"<minion>: <problems>"`` of those
         whose pillar is bad. Either stops the run before anything changes.
     ``sync`` / ``check``
-        Minions that sync their extension modules; minions that refresh their pillar and
+        Minions that install the extension's release; minions that refresh their pillar and
         have it validated (``kos.prepare_converge``) before anything changes.
     ``first``
         The first control plane's id when its highstate runs alone, before any join.
@@ -198,9 +198,9 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
     others_joined = [m for m in _sorted(need) if m != first and need[m]
                      and ((need[m].get("kubernetes") or {}).get("joined") is True)]
     # A first control plane that answers without kos's modules is a new server: they were
-    # never synced to it. While other nodes say they joined, it must not be initialised;
-    # it is planned as holding nothing (syncing it to ask again would change it while
-    # rendering), and its modules are synced by the run's first steps.
+    # never installed there. While other nodes say they joined, it must not be initialised;
+    # it is planned as holding nothing (installing it to ask again would change it while
+    # rendering), and the extension is installed by the run's first steps.
     if first in answers and need.get(first) is None and others_joined:
         need[first] = _new_server()
         out["log"].append(["info", f"kos orch.deploy: {first} answered without kos modules "
@@ -255,7 +255,7 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
                 if m not in highstated and m in learning]
     prepared = _unique(highstated + issuing)
     everyone = _unique(prepared + learners)
-    # Extension modules are synced where they may be stale: a minion that did not answer,
+    # The extension is installed where it may be stale: a minion that did not answer,
     # or whose last converge was made of another state tree.
     syncing = [m for m in prepared if m not in current]
     # Their pillar was judged on the answer's fresh compile: no refresh, no validation job;
@@ -296,8 +296,8 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
                "control plane is joined for it to rejoin through: bring back its server with "
                "its disk, and meanwhile converge the others with pillar exclude [" + first + "]")
         if first_need.get("inferred"):
-            fix += (f"; if it still holds its cluster, sync its modules "
-                    f"(salt {first} saltutil.sync_all) and run again")
+            fix += (f"; if it still holds its cluster, install the extension there "
+                    f"(salt {first} state.apply kos.extension) and run again")
         out["stop"] = _stop("kos-orch-deploy-first-control-plane-lost", False,
                             f"the first control plane {first} {holds}"
                             f"{', '.join(still_joined)} joined the cluster it initialised: {fix}")
