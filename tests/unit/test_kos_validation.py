@@ -331,6 +331,22 @@ def test_errors_are_collected_not_stopped_at_the_first():
     assert len(check(data)) == 2
 
 
+def test_every_bad_key_is_named_once_as_written():
+    # Keys holding dots (sysctl names, minion ids) and list items by index, in one pass; a
+    # sysctl name that two patterns judge gets one message, with the bound kos sets for it.
+    data = with_value("core:users", [{"name": "alice"}, {"name": "bob", "sudo": "yes"}])
+    data = with_value("core:sysctl:net.core.somaxconn", {}, data)
+    data = with_value(f"kos:nodes:{WORKER}:ip", "10.1.0.300", data)
+    assert sorted(check(data)) == [
+        "pillar key 'core:sysctl:net.core.somaxconn': must be an integer, got a mapping {}; "
+        "use an integer 0-2147483647 for net.core.somaxconn",
+        "pillar key 'core:users:1:sudo': must be true or false, got a string 'yes'; "
+        "write true or false, without quotes",
+        f"pillar key 'kos:nodes:{WORKER}:ip': '10.1.0.300' is not an IP address; "
+        "use an IP address, e.g. 10.1.0.11",
+    ]
+
+
 def test_a_rule_does_not_judge_a_key_that_already_has_an_error():
     # The node IPs cannot be inside a private network that is no network: one error.
     errors = check(with_value("kos:networks:private_cidr", "10.1.0.0/33"))
