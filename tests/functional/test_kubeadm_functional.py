@@ -139,7 +139,7 @@ def pillar_for(lab, **kubeadm):
 
 
 @pytest.fixture(scope="module")
-def minion_opts(salt_factories, tmp_path_factory, lab, environ):
+def minion_opts(salt_factories, tmp_path_factory, lab, environ, release_root):
     pillar_dir = tmp_path_factory.mktemp("kubeadm-fn-pillar")
     (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - fn\n")
     (pillar_dir / "fn.sls").write_text(yaml.safe_dump(pillar_for(lab)))
@@ -147,7 +147,7 @@ def minion_opts(salt_factories, tmp_path_factory, lab, environ):
         MINION_ID,
         overrides={
             "file_client": "local",
-            "file_roots": {"base": [str(REPO / "salt" / "salt")]},
+            "file_roots": {"base": [str(REPO / "salt" / "salt"), str(release_root)]},
             "pillar_roots": {"base": [str(pillar_dir)]},
         },
     )
@@ -174,7 +174,10 @@ def write_config(loaders, node):
 
 def test_modules_load_only_with_kubeadm_on_path(loaders):
     assert "kubeadm.init" in loaders.modules
+    assert "kos_join.token_create" in loaders.modules
     assert "kubeadm.initialized" in loaders.states
+    assert "kubeadm_join.credential_present" in loaders.states
+    assert "kubeadm_node.manifest_applied" in loaders.states
 
 
 def test_kubeadm_config_is_v1beta4_with_external_cloud_provider(loaders, lab):
@@ -276,13 +279,13 @@ def test_master_sls_renders_and_issues_no_credential(loaders):
     assert isinstance(chunks, list), chunks
     ids = [c["__id__"] for c in sorted(chunks, key=lambda c: c["order"])]
     for state_id in ("kubeadm-master-kubeadm-initialized",
-                     "kubeadm-cni-kubeadm-manifest_applied-kube_router",
+                     "kubeadm-cni-kubeadm_node-manifest_applied-kube_router",
                      "kubeadm-ccm-file-managed-static_pod",
                      "kubeadm-haproxy-file-managed-config",
-                     "kubeadm-master-kubeadm-join_credentials_absent-shared"):
+                     "kubeadm-master-kubeadm_join-credentials_absent-shared"):
         assert state_id in ids, ids
     # join credentials are the orchestration's, per node: never a highstate's
-    assert not [i for i in ids if "join_credential_present" in i]
+    assert not [i for i in ids if "credential_present" in i]
 
 
 def test_credentials_sls_issues_one_per_named_node_with_its_terraform_role(loaders, lab):
@@ -297,7 +300,7 @@ def test_credentials_sls_issues_one_per_named_node_with_its_terraform_role(loade
         ids = low_ids(loaders, "kubeadm.credentials", pillar=wanted)
         written = ids.pop("kubeadm-credentials-file-managed-config")
         assert written["name"] == str(config)
-        state = ids.pop(f"kubeadm-credentials-kubeadm-join_credential_present-{worker}")
+        state = ids.pop(f"kubeadm-credentials-kubeadm_join-credential_present-{worker}")
         assert (state["name"], state["role"], state["node_name"]) == (worker, "worker",
                                                                       "k8s-worker-1")
         assert state["config"] == str(config)
@@ -306,7 +309,7 @@ def test_credentials_sls_issues_one_per_named_node_with_its_terraform_role(loade
         # where it is written already, it is left to kubeadm.master
         write_config(loaders, lab["k8s-cp-1"])
         again = low_ids(loaders, "kubeadm.credentials", pillar=wanted)
-        assert list(again) == [f"kubeadm-credentials-kubeadm-join_credential_present-{worker}"]
+        assert list(again) == [f"kubeadm-credentials-kubeadm_join-credential_present-{worker}"]
     finally:
         if kept is None:
             config.unlink(missing_ok=True)
@@ -386,16 +389,16 @@ def test_the_upgrade_moves_the_repository_line_then_kubeadm_first(loaders):
     unmanaged = {c["__id__"] for c in loaders.modules.state.show_low_sls(
         "kubeadm.upgrade.node", pillar=run)}
     assert "kubeadm-upgrade-node-pkgrepo-managed-kubernetes" not in unmanaged
-    assert "kubeadm-upgrade-node-kubeadm-images_imported" not in unmanaged
+    assert "kubeadm-upgrade-node-kubeadm_node-images_imported" not in unmanaged
     # without a registry (the rehearsal cloud), the target's images go in before kubeadm
     archives = "/var/lib/kos-mirror/kubernetes/core:/stable:/v1.32/images"
     run["kos_upgrade"]["archive_dir"] = archives
     chunks = loaders.modules.state.show_low_sls("kubeadm.upgrade.node", pillar=run)
     order = [c["__id__"] for c in sorted(chunks, key=lambda c: c["order"])]
-    imported = order.index("kubeadm-upgrade-node-kubeadm-images_imported")
+    imported = order.index("kubeadm-upgrade-node-kubeadm_node-images_imported")
     assert imported < order.index("kubeadm-upgrade-node-kubeadm_upgrade-upgraded")
     assert chunks[[c["__id__"] for c in chunks].index(
-        "kubeadm-upgrade-node-kubeadm-images_imported")]["name"] == archives
+        "kubeadm-upgrade-node-kubeadm_node-images_imported")]["name"] == archives
 
 
 @pytest.mark.parametrize("content", [None, "iid-datasource-none\n"], ids=["missing", "not-uuid"])
@@ -494,7 +497,7 @@ def test_master_in_test_mode_on_a_fresh_node_changes_nothing(loaders, lab):
     assert not failed, failed
     predicted = {v["__id__"] for v in results.values() if v["result"] is None}
     assert {"kubeadm-master-kubeadm-initialized",
-            "kubeadm-cni-kubeadm-manifest_applied-kube_router"} <= predicted
+            "kubeadm-cni-kubeadm_node-manifest_applied-kube_router"} <= predicted
     assert sorted(str(p) for p in cp.root.rglob("*")) == before
 
 
@@ -527,8 +530,8 @@ def test_initialized_dry_run_then_init_then_nothing(initialized, lab):
 def test_ca_hash_agrees_with_kubeadm(loaders, initialized, lab):
     cp = lab["k8s-cp-1"]
     with on(cp):
-        printed = loaders.modules.kubeadm.join_command(ttl=60)
-        ours = loaders.modules.kubeadm.ca_cert_hash()
+        printed = loaders.modules.kos_join.join_command(ttl=60)
+        ours = loaders.modules.kos_join.ca_cert_hash()
     assert printed["ca_cert_hash"] == ours
     assert printed["api_server_endpoint"] == f"{cp.ip}:6443"
 
@@ -562,10 +565,10 @@ def test_ca_hash_agrees_with_kubeadm_for_an_ecdsa_ca(loaders, lab, tmp_path):
         "kind: ClusterConfiguration\nencryptionAlgorithm: ECDSA-P256\n")
     with on(node):
         loaders.modules.kubeadm.init(str(config), kube_dir=node.kube_dir)
-        printed = loaders.modules.kubeadm.join_command(ttl=60)
+        printed = loaders.modules.kos_join.join_command(ttl=60)
     ca = Path(node.kube_dir) / "pki" / "ca.crt"
     assert b"BEGIN CERTIFICATE" in ca.read_bytes()
-    assert loaders.modules.kubeadm.ca_cert_hash(str(ca)) == printed["ca_cert_hash"]
+    assert loaders.modules.kos_join.ca_cert_hash(str(ca)) == printed["ca_cert_hash"]
     stop_apiserver(node.root)
 
 
@@ -582,10 +585,10 @@ def published(loaders, initialized, lab):
     loaders are one minion, which the control-plane join below plays)."""
     cp = lab["k8s-cp-1"]
     with on(cp):
-        token = loaders.states.kubeadm.join_credential_present(
+        token = loaders.states.kubeadm_join.credential_present(
             name=WORKER_ID, role="worker", node_name="k8s-worker-1", ttl=1800,
             min_remaining=600, kube_dir=cp.kube_dir)
-        cert = loaders.states.kubeadm.join_credential_present(
+        cert = loaders.states.kubeadm_join.credential_present(
             name=MINION_ID, role="control_plane", node_name="k8s-cp-2", ttl=1800,
             min_remaining=600, config=initialized["config"], kube_dir=cp.kube_dir)
     return {"token": token, "cert": cert, "join": credential(lab, WORKER_ID),
@@ -606,12 +609,12 @@ def test_credentials_published_and_never_in_the_return(published, loaders, lab):
     assert doc["expires"] > time.time() + 1500
     cp = lab["k8s-cp-1"]
     with on(cp):
-        listed = {t["id"]: t for t in loaders.modules.kubeadm.token_list()}
+        listed = {t["id"]: t for t in loaders.modules.kos_join.token_list()}
         assert listed[doc["token_id"]]["description"] == "kos: node join k8s-worker-1"
         assert listed[cp_doc["owner_token_id"]]["description"] == \
             "Proxy for managing TTL for the kubeadm-certs secret"
         # what was issued is reused on a second run: no change
-        again = loaders.states.kubeadm.join_credential_present(
+        again = loaders.states.kubeadm_join.credential_present(
             name=MINION_ID, role="control_plane", node_name="k8s-cp-2", kube_dir=cp.kube_dir)
         assert again.result is True and again.changes == {}, again
 
@@ -621,9 +624,9 @@ def test_token_gone_from_the_cluster_is_replaced(published, loaders, lab):
     old = json.loads(published["join"].read_text())
     kwargs = dict(name=WORKER_ID, role="worker", node_name="k8s-worker-1", kube_dir=cp.kube_dir)
     with on(cp):
-        loaders.modules.kubeadm.token_delete(old["token_id"])
-        predicted = loaders.states.kubeadm.join_credential_present(test=True, **kwargs)
-        ret = loaders.states.kubeadm.join_credential_present(**kwargs)
+        loaders.modules.kos_join.token_delete(old["token_id"])
+        predicted = loaders.states.kubeadm_join.credential_present(test=True, **kwargs)
+        ret = loaders.states.kubeadm_join.credential_present(**kwargs)
     assert predicted.result is None and "gone from the cluster" in predicted.comment
     assert ret.result is True and "gone from the cluster" in ret.comment
     assert json.loads(published["join"].read_text())["token_id"] != old["token_id"]
@@ -713,8 +716,8 @@ def test_a_half_done_init_is_reset_and_redone(loaders, lab, tmp_path):
 def test_expired_token_fails_a_join_with_kubeadms_error(published, loaders, lab):
     cp, worker = lab["k8s-cp-1"], lab["k8s-worker-1"]
     with on(cp):
-        short = loaders.modules.kubeadm.token_create(ttl=1)
-        ca = loaders.modules.kubeadm.ca_cert_hash()
+        short = loaders.modules.kos_join.token_create(ttl=1)
+        ca = loaders.modules.kos_join.ca_cert_hash()
     time.sleep(1.2)
     with on(worker):
         with pytest.raises(Exception, match="could not find a JWS signature") as exc:
@@ -731,13 +734,13 @@ def test_manifest_applied_then_unchanged(loaders, initialized, lab):
     record = str(cp.root / "applied.sha256")
     admin = str(Path(cp.kube_dir) / "admin.conf")
     with on(cp):
-        predicted = loaders.states.kubeadm.manifest_applied(name=str(path), record=record,
-                                                                kubeconfig=admin, test=True)
-        first = loaders.states.kubeadm.manifest_applied(name=str(path), record=record,
-                                                        kubeconfig=admin)
-        second = loaders.states.kubeadm.manifest_applied(name=str(path), record=record,
-                                                         kubeconfig=admin)
-        predicted_again = loaders.states.kubeadm.manifest_applied(
+        predicted = loaders.states.kubeadm_node.manifest_applied(
+            name=str(path), record=record, kubeconfig=admin, test=True)
+        first = loaders.states.kubeadm_node.manifest_applied(name=str(path), record=record,
+                                                             kubeconfig=admin)
+        second = loaders.states.kubeadm_node.manifest_applied(name=str(path), record=record,
+                                                              kubeconfig=admin)
+        predicted_again = loaders.states.kubeadm_node.manifest_applied(
                 name=str(path), record=record, kubeconfig=admin, test=True)
         assert loaders.modules.kos_kubectl.object_exists("DaemonSet", "kube-router",
                                                      namespace="kube-system", kubeconfig=admin)
@@ -773,11 +776,11 @@ def test_revoke_deletes_tokens_and_the_certs_secret(published, loaders, lab):
     cp = lab["k8s-cp-1"]
     cp_doc = json.loads(published["key"].read_text())
     with on(cp):
-        ret = loaders.states.kubeadm.join_credentials_absent(
+        ret = loaders.states.kubeadm_join.credentials_absent(
             name="creds", nodes=[WORKER_ID, MINION_ID], kube_dir=cp.kube_dir)
-        again = loaders.states.kubeadm.join_credentials_absent(
+        again = loaders.states.kubeadm_join.credentials_absent(
             name="creds", nodes=[WORKER_ID, MINION_ID], kube_dir=cp.kube_dir)
-        listed = loaders.modules.kubeadm.token_list()
+        listed = loaders.modules.kos_join.token_list()
         mine = loaders.modules.mine.get(MINION_ID, f"kos_join_{MINION_ID}")
     assert ret.result is True and ret.changes, ret
     assert again.changes == {}
@@ -790,13 +793,12 @@ def test_revoke_deletes_tokens_and_the_certs_secret(published, loaders, lab):
 def test_certificates_orchestration_goes_one_control_plane_at_a_time(loaders):
     data = loaders.modules.state.show_sls("orch.certificates", pillar={"force": True})
     order = sorted(data, key=lambda k: data[k]["salt"][-1]["order"])
-    assert order == ["kos-orch-certificates-sync-utils", "kos-orch-certificates-sync-modules",
-                     "kos-orch-certificates-sync-states", f"kos-orch-certificates-{MINION_ID}"]
+    assert order == ["kos-orch-certificates-extension", f"kos-orch-certificates-{MINION_ID}"]
     run = dict(kv for item in data[order[-1]]["salt"] if isinstance(item, dict)
                for kv in item.items())
     assert run["tgt"] == MINION_ID and run["sls"] == "kubeadm.certificates"
     assert run["pillar"] == {"kos_orchestration": {"force_renewal": True}}
-    assert run["require"] == [{"salt": "kos-orch-certificates-sync-states"}]
+    assert run["require"] == [{"salt": "kos-orch-certificates-extension"}]
     bad = loaders.modules.state.show_sls("orch.certificates", pillar={"force": "yes"})
     assert list(bad) == ["kos-orch-certificates-options"]
 
@@ -807,11 +809,11 @@ def test_certificates_renewed_on_the_standin_then_nothing_to_do(loaders, initial
     serial = x509.load_pem_x509_certificate(apiserver.read_bytes()).serial_number
     manifests = sorted(p.name for p in (Path(cp.kube_dir) / "manifests").iterdir())
     with on(cp):
-        predicted = loaders.states.kubeadm.certificates_renewed(
+        predicted = loaders.states.kubeadm_node.certificates_renewed(
             name="c", force=True, restart_wait=0, kube_dir=cp.kube_dir, test=True)
-        ret = loaders.states.kubeadm.certificates_renewed(
+        ret = loaders.states.kubeadm_node.certificates_renewed(
             name="c", force=True, restart_wait=0, kube_dir=cp.kube_dir)
-        again = loaders.states.kubeadm.certificates_renewed(
+        again = loaders.states.kubeadm_node.certificates_renewed(
             name="c", restart_wait=0, kube_dir=cp.kube_dir)
         nodes = loaders.modules.kos_kubectl.nodes()
     assert predicted.result is None and predicted.changes["certificates"]["new"] == "renewed"

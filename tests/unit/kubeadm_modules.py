@@ -12,8 +12,8 @@ import salt.modules.config
 
 from tests.unit.conftest import load
 
-NAMES = ("kubeadm", "kos_kubectl", "kos_certs", "kos_upgrade", "kos_podnet", "kos_images",
-         "kos_etcd")
+NAMES = ("kubeadm", "kos_join", "kos_kubectl", "kos_certs", "kos_upgrade", "kos_podnet",
+         "kos_images", "kos_etcd")
 MODULES = {name: load("modules", name) for name in NAMES}
 
 

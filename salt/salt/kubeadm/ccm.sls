@@ -40,8 +40,8 @@ kubeadm-ccm-file-managed-rbac:
     - makedirs: True
     - mode: '0644'
 
-kubeadm-ccm-kubeadm-manifest_applied-rbac:
-  kubeadm.manifest_applied:
+kubeadm-ccm-kubeadm_node-manifest_applied-rbac:
+  kubeadm_node.manifest_applied:
     - name: {{ kubeadm.addons_dir }}/openstack-cloud-controller-manager-rbac.yaml
     - kubeconfig: {{ kubeadm.admin_conf }}
     - require:

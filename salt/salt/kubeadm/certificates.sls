@@ -4,8 +4,8 @@
     orch.certificates runs it on one control plane at a time. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 
-kubeadm-certificates-kubeadm-certificates_renewed:
-  kubeadm.certificates_renewed:
+kubeadm-certificates-kubeadm_node-certificates_renewed:
+  kubeadm_node.certificates_renewed:
     - name: control-plane certificates
     - within_days: {{ salt['kos.certificate_warn_days']() }}
     - force: {{ salt['pillar.get']('kos_orchestration:force_renewal', False) | tojson }}

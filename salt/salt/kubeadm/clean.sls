@@ -9,7 +9,7 @@ kubeadm-clean-file-absent-published:
   file.absent:
     - names:
       - {{ kubeadm.join_dir }}
-      # digests of the manifests kubeadm.manifest_applied applied
+      # digests of the manifests kubeadm_node.manifest_applied applied
       - {{ kubeadm.applied_dir }}
     - require:
       - sls: kubeadm.reset

@@ -14,8 +14,8 @@ kubeadm-cni-file-managed-kube_router:
     - makedirs: True
     - mode: '0644'
 
-kubeadm-cni-kubeadm-manifest_applied-kube_router:
-  kubeadm.manifest_applied:
+kubeadm-cni-kubeadm_node-manifest_applied-kube_router:
+  kubeadm_node.manifest_applied:
     - name: {{ kubeadm.addons_dir }}/kube-router.yaml
     - kubeconfig: {{ kubeadm.admin_conf }}
     - require:

@@ -35,8 +35,8 @@ kubeadm-credentials-file-managed-config:
 {%- endif %}
 {%- for node in issuing %}
 
-kubeadm-credentials-kubeadm-join_credential_present-{{ node }}:
-  kubeadm.join_credential_present:
+kubeadm-credentials-kubeadm_join-credential_present-{{ node }}:
+  kubeadm_join.credential_present:
     - name: {{ node }}
     # Terraform's role, whatever asked: a worker never gets the certificate key
     - role: {{ kos.nodes[node].role }}

@@ -35,8 +35,8 @@ kubeadm-master-kubeadm-initialized:
       - sls: kubeadm.haproxy
 
 # kubeadm init's own token goes: every node joins with a token issued for it alone.
-kubeadm-master-kubeadm-join_credentials_absent-shared:
-  kubeadm.join_credentials_absent:
+kubeadm-master-kubeadm_join-credentials_absent-shared:
+  kubeadm_join.credentials_absent:
     - name: shared join credentials
     - nodes: []
     - description: {{ kubeadm.token_description | tojson }}

@@ -21,19 +21,19 @@ kubeadm-network-file-managed-rbac:
     - makedirs: True
     - mode: '0644'
 
-kubeadm-network-kubeadm-manifest_applied-rbac:
-  kubeadm.manifest_applied:
+kubeadm-network-kubeadm_node-manifest_applied-rbac:
+  kubeadm_node.manifest_applied:
     - name: {{ kubeadm.addons_dir }}/pod-routes-rbac.yaml
     - kubeconfig: {{ kubeadm.admin_conf }}
     - require:
       - file: kubeadm-network-file-managed-rbac
       - kubeadm: kubeadm-master-kubeadm-initialized
     - require_in:
-      - kubeadm: kubeadm-network-kubeadm-pod_network_routed
+      - kubeadm_node: kubeadm-network-kubeadm_node-pod_network_routed
 {%- endif %}
 
-kubeadm-network-kubeadm-pod_network_routed:
-  kubeadm.pod_network_routed:
+kubeadm-network-kubeadm_node-pod_network_routed:
+  kubeadm_node.pod_network_routed:
     - name: {{ kubeadm.node_name }}
     - cluster_cidr: {{ kubeadm.pod_cidr }}
     - kube_dir: {{ kubeadm.kube_dir }}
@@ -52,7 +52,7 @@ kubeadm-network-schedule-present-pod_routes:
     - return_job: False
     - persist: True
     - require:
-      - kubeadm: kubeadm-network-kubeadm-pod_network_routed
+      - kubeadm_node: kubeadm-network-kubeadm_node-pod_network_routed
 {%- else %}
 
 kubeadm-network-schedule-absent-pod_routes:

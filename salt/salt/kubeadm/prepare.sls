@@ -140,8 +140,8 @@ kubeadm-prepare-service-enabled-kubelet:
 {%- if kubeadm.images.archive_dir %}
 
 # No registry: kubeadm finds every image it would pull already in containerd.
-kubeadm-prepare-kubeadm-images_imported:
-  kubeadm.images_imported:
+kubeadm-prepare-kubeadm_node-images_imported:
+  kubeadm_node.images_imported:
     - name: {{ kubeadm.images.archive_dir }}
 {%- if kubeadm.manage.services %}
     - require:

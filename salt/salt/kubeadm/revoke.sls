@@ -6,8 +6,8 @@
     marked as kos's. #}
 {%- from "kubeadm/map.jinja" import kubeadm with context %}
 
-kubeadm-revoke-kubeadm-join_credentials_absent:
-  kubeadm.join_credentials_absent:
+kubeadm-revoke-kubeadm_join-credentials_absent:
+  kubeadm_join.credentials_absent:
     - name: join credentials
     - nodes: {{ salt['pillar.get']('kos_orchestration:join_nodes', None) | tojson }}
     - description: {{ kubeadm.token_description | tojson }}

@@ -187,7 +187,7 @@ def test_pod_network_and_cloud_controller(deployed, salt_cli, deployment, host_r
 def test_join_credentials_are_revoked_after_the_deploy(deployed, salt_cli, deployment, host_roots):
     join_dir = root_of(host_roots, "k8s-cp-1") / "etc/kos/join"
     assert not join_dir.exists() or list(join_dir.iterdir()) == []
-    tokens = salt_cli.run("kubeadm.token_list", minion_tgt=deployment.fqdn("k8s-cp-1")).data
+    tokens = salt_cli.run("kos_join.token_list", minion_tgt=deployment.fqdn("k8s-cp-1")).data
     assert [t for t in tokens if t["description"].startswith("kos: node join")] == []
     assert [t for t in tokens if t["description"].startswith("Proxy for managing TTL")] == []
     cp1 = deployment.fqdn("k8s-cp-1")
@@ -239,7 +239,7 @@ def test_a_rebuilt_first_control_plane_would_rejoin_through_another(deployed, sa
         for step in ("credentials", "revoke"):
             assert converged(ids[f"kos-orch-deploy-{step}-{cp1}"]) == {cp2}, dump
         issuing = minion_states(ids[f"kos-orch-deploy-credentials-{cp1}"])[cp2]
-        assert f"kubeadm-credentials-kubeadm-join_credential_present-{cp1}" in issuing
+        assert f"kubeadm-credentials-kubeadm_join-credential_present-{cp1}" in issuing
         joining = minion_states(ids[f"kos-orch-deploy-control-plane-{cp1}"])[cp1]
         assert "kubeadm-joined-kubeadm-joined" in joining, sorted(joining)
         assert not any(sid.startswith("kubeadm-master-") for sid in joining), sorted(joining)
@@ -265,7 +265,7 @@ def removed(deployed, salt_run, salt_cli, deployment):
 def test_remove_drains_resets_and_deletes_workers_first(removed, salt_cli, deployment,
                                                          host_roots):
     order = [s["__id__"] for s in sorted(removed.values(), key=lambda s: s["__run_num__"])
-             if not s["__id__"].startswith("kos-orch-remove-sync-")]
+             if s["__id__"] != "kos-orch-remove-extension"]
     assert order == [f"kos-orch-remove-{deployment.fqdn(node)}-{step}"
                      for node in ("k8s-worker-2", "k8s-cp-2")
                      for step in ("drain", "leave", "forget")]
@@ -362,8 +362,8 @@ def test_stale_credentials_are_issued_again_and_the_joins_succeed(
     cp1, cp2, worker = (deployment.fqdn(n) for n in ("k8s-cp-1", "k8s-cp-2", "k8s-worker-2"))
     issued_cp = minion_states(steps[f"kos-orch-deploy-credentials-{cp2}"])[cp1]
     issued_worker = minion_states(steps["kos-orch-deploy-credentials-workers"])[cp1]
-    cp_state = issued_cp[f"kubeadm-credentials-kubeadm-join_credential_present-{cp2}"]
-    worker_state = issued_worker[f"kubeadm-credentials-kubeadm-join_credential_present-{worker}"]
+    cp_state = issued_cp[f"kubeadm-credentials-kubeadm_join-credential_present-{cp2}"]
+    worker_state = issued_worker[f"kubeadm-credentials-kubeadm_join-credential_present-{worker}"]
     assert "kubeadm-certs Secret is gone" in cp_state["comment"] and cp_state["changes"]
     assert "token is gone from the cluster" in worker_state["comment"]
     assert credentials["cp"]["certificate_key"] not in json.dumps(cp_state)
@@ -374,7 +374,7 @@ def test_stale_credentials_are_issued_again_and_the_joins_succeed(
         assert (root_of(host_roots, name) / "etc/kubernetes/kubelet.conf").exists()
     assert daemon_pid(root_of(host_roots, "k8s-cp-2"), *APISERVER)
     # used once: the credentials the joins used are gone, and join nothing any more
-    tokens = salt_cli.run("kubeadm.token_list", minion_tgt=cp1).data
+    tokens = salt_cli.run("kos_join.token_list", minion_tgt=cp1).data
     assert [t for t in tokens if t["description"].startswith("kos: node join")] == []
     assert [t for t in tokens if t["description"].startswith("Proxy for managing TTL")] == []
     assert issued(host_roots, cp2) is None and issued(host_roots, worker) is None

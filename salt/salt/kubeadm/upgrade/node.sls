@@ -30,8 +30,8 @@ kubeadm-upgrade-node-kubeadm_upgrade-packages-kubeadm:
 
 # No registry: the target's images (its control plane, kube-proxy, CoreDNS, pause) are in
 # containerd before kubeadm looks for them.
-kubeadm-upgrade-node-kubeadm-images_imported:
-  kubeadm.images_imported:
+kubeadm-upgrade-node-kubeadm_node-images_imported:
+  kubeadm_node.images_imported:
     - name: {{ upgrade.archive_dir }}
     - require_in:
       - kubeadm_upgrade: kubeadm-upgrade-node-kubeadm_upgrade-upgraded

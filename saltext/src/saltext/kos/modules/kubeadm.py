@@ -1,9 +1,9 @@
 """
 Manage a kubeadm node's membership through the ``kubeadm`` command: its status, ``init``,
-``join``, ``reset``, and the join credentials (bootstrap tokens, the certificate key, the
-CA hash). The other kubeadm concerns have modules of their own: ``kos_kubectl`` (nodes,
-drain, manifests), ``kos_certs``, ``kos_upgrade``, ``kos_podnet``, ``kos_images`` and
-``kos_etcd``.
+``join`` and ``reset``. The other kubeadm concerns have modules of their own: ``kos_join``
+(the join credentials: bootstrap tokens, the certificate key, the CA hash),
+``kos_kubectl`` (nodes, drain, manifests), ``kos_certs``, ``kos_upgrade``, ``kos_podnet``,
+``kos_images`` and ``kos_etcd``.
 
 Behaviour follows what kubeadm prints and returns: messages on stderr, exit code 1 on
 every failure (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/util/errors/handler.go).
@@ -13,41 +13,22 @@ output carries one runs with ``output_loglevel="quiet"``, secrets are never pass
 on a command line (``ps`` shows it to every local user), and texts returned or
 raised are redacted.
 
-:depends: ``kubeadm`` and ``kubectl`` on PATH; ``cryptography`` (ships with Salt)
+:depends: ``kubeadm`` and ``kubectl`` on PATH
 """
 
-import datetime
-import hashlib
 import os
 import re
 import shutil
 import tempfile
 
-import salt.utils.files
 import salt.utils.yaml
 from salt.exceptions import CommandExecutionError
 
 from saltext.kos.utils import kos_cli, kos_kubeadm
 
-try:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-
-    HAS_CRYPTOGRAPHY = True
-except ImportError:  # pragma: no cover - Salt's own packages ship it
-    HAS_CRYPTOGRAPHY = False
-
 __virtualname__ = "kubeadm"
 
 CONFIG_API = "kubeadm.k8s.io/v1beta4"
-# Description kubeadm gives the hidden token whose expiry drives the kubeadm-certs Secret
-# (https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/copycerts/copycerts.go).
-CERT_TOKEN_DESCRIPTION = "Proxy for managing TTL for the kubeadm-certs secret"
-# One `kubeadm token list` row: the description is the only field that may hold spaces.
-TOKEN_ROW_RE = re.compile(
-    r"^(?P<token>[a-z0-9]{6}\.[a-z0-9]{16})\s+(?P<ttl>\S+)\s+(?P<expires>\S+)\s+"
-    r"(?P<usages>\S+)\s+(?P<description>.*?)\s+(?P<groups>\S+)\s*$"
-)
 DRY_RUN_DIR_RE = re.compile(r'"(/etc/kubernetes/tmp/kubeadm-init-dryrun\d+)"')
 
 
@@ -77,10 +58,6 @@ def get_kube_dir(kube_dir=None):
 _kube_dir = get_kube_dir
 
 
-def _redact(text):
-    return kos_kubeadm.redact(text)
-
-
 def _run(args, secret=False, ok_retcodes=(0,), stdin=None):
     """Run ``kubeadm <args>``; ``secret`` keeps tokens and certificate keys out of the log."""
     return kos_cli.run(
@@ -89,14 +66,9 @@ def _run(args, secret=False, ok_retcodes=(0,), stdin=None):
     )
 
 
-def _flags(table):
-    """``--flag=value`` flags; ``is not None`` keeps 0 (a TTL of 0 means "never expires")."""
-    return kos_cli.flags(table, joined=True)
-
-
 def _forget():
-    # init, join and reset change the cluster's nodes too
-    for prefix in (__virtualname__, "kos_kubectl"):
+    # init, join and reset change the cluster's nodes and its tokens (init makes one)
+    for prefix in ("kos_join", "kos_kubectl"):
         kos_cli.forget(__context__, prefix)
 
 
@@ -290,13 +262,14 @@ def init(config, upload_certs=False, dry_run=False, ignore_preflight_errors=None
         salt 'k8s-cp-1*' kubeadm.init /etc/kubernetes/kubeadm-config.yaml dry_run=True
     """
     args = ["init", "--config", config]
-    args += _flags(
+    args += kos_cli.flags(
         [
             ("--upload-certs", upload_certs),
             ("--dry-run", dry_run),
             ("--ignore-preflight-errors", ignore_preflight_errors),
             ("--skip-phases", skip_phases),
-        ]
+        ],
+        joined=True,
     )
     try:
         out = _run(args, secret=True)["stdout"]
@@ -308,219 +281,7 @@ def init(config, upload_certs=False, dry_run=False, ignore_preflight_errors=None
             # kubeadm leaves its dry-run directory behind; a test run should not.
             rel = os.path.relpath(match.group(1), kos_kubeadm.default_kube_dir())
             shutil.rmtree(os.path.join(_kube_dir(kube_dir), rel), ignore_errors=True)
-    return _redact(out)
-
-
-def upload_certs(config=None):
-    """
-    Upload the control-plane certificates into the ``kube-system/kubeadm-certs``
-    Secret (``kubeadm init phase upload-certs --upload-certs``) and return the
-    certificate key that decrypts them. The Secret expires after two hours. Never
-    logged.
-
-    config
-        kubeadm configuration file (needed with external etcd, so the etcd client
-        certificates are uploaded too).
-
-    A key of your own would have to pass through ``--certificate-key`` on the
-    command line (visible in ``ps``), so kubeadm always generates it here.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' kubeadm.upload_certs
-    """
-    args = ["init", "phase", "upload-certs", "--upload-certs"]
-    args += _flags([("--config", config)])
-    try:
-        out = _run(args, secret=True)["stdout"]
-    finally:
-        _forget()
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    if not lines or not kos_kubeadm.is_certificate_key(lines[-1]):
-        raise CommandExecutionError("kubeadm upload-certs printed no certificate key")
-    return lines[-1]
-
-
-def token_create(ttl=None, description=None, usages=None, groups=None):
-    """
-    Create a bootstrap token (``kubeadm token create``) and return it
-    (``id.secret``). Never logged.
-
-    ttl
-        Lifetime: seconds, or a Go duration (``15m``). ``0`` never expires.
-
-    description
-        Shown by ``kubeadm token list``.
-
-    usages
-        List, default ``[signing, authentication]``.
-
-    groups
-        List of extra groups, default the kubeadm node bootstrap group.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' kubeadm.token_create ttl=3600 description='kos join wave'
-    """
-    args = ["token", "create"]
-    args += _flags(
-        [
-            ("--ttl", None if ttl is None else kos_kubeadm.duration(ttl)),
-            ("--description", description),
-            ("--usages", usages),
-            ("--groups", groups),
-        ]
-    )
-    try:
-        token = _run(args, secret=True)["stdout"].strip()
-    finally:
-        _forget()
-    if not kos_kubeadm.is_token(token):
-        raise CommandExecutionError("kubeadm token create printed no token")
-    return token
-
-
-def _parse_expires(text):
-    if text == "<never>":
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError as exc:
-        raise CommandExecutionError(f"unreadable token expiry {text!r}") from exc
-
-
-def token_list():
-    """
-    Return the cluster's bootstrap tokens without their secrets, as parsed from
-    ``kubeadm token list``: a list of ``{"id", "expires" (unix time or None),
-    "usages", "description", "groups"}``. Expired tokens are gone (the token
-    cleaner removes them).
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' kubeadm.token_list
-    """
-    key = "kubeadm.token_list"
-    if key in __context__:
-        return __context__[key]
-    out = _run(["token", "list"], secret=True)["stdout"]
-    tokens = []
-    for line in out.splitlines():
-        match = TOKEN_ROW_RE.match(line)
-        if not match:
-            continue
-        none = lambda v: [] if v == "<none>" else v.split(",")  # noqa: E731
-        tokens.append(
-            {
-                "id": match.group("token").split(".", 1)[0],
-                "expires": _parse_expires(match.group("expires")),
-                "usages": none(match.group("usages")),
-                "description": "" if match.group("description") == "<none>"
-                else match.group("description"),
-                "groups": none(match.group("groups")),
-            }
-        )
-    __context__[key] = tokens
-    return tokens
-
-
-def token_delete(token):
-    """
-    Delete a bootstrap token (``kubeadm token delete``) by ID or full token.
-    Deleting the token that owns the ``kubeadm-certs`` Secret removes the Secret too.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' kubeadm.token_delete abcdef
-    """
-    token_id = token.split(".", 1)[0]
-    try:
-        return _run(["token", "delete", token_id])["stdout"].strip()
-    finally:
-        _forget()
-
-
-def join_command(ttl=None, certificate_key=None):
-    """
-    Create a new token and return the join command kubeadm prints for it
-    (``kubeadm token create --print-join-command``), parsed:
-    ``{"api_server_endpoint", "token", "ca_cert_hash", "control_plane",
-    "certificate_key"}``. Never logged. For operators: kubeadm takes the
-    certificate key on its command line here, so the states publish credentials
-    with ``token_create``/``upload_certs`` instead.
-
-    ttl
-        Lifetime of the new token (seconds or a Go duration).
-
-    certificate_key
-        A key from a recent ``upload_certs``: returns the control-plane form.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' kubeadm.join_command ttl=900
-    """
-    args = ["token", "create", "--print-join-command"]
-    args += _flags(
-        [
-            ("--ttl", None if ttl is None else kos_kubeadm.duration(ttl)),
-            ("--certificate-key", certificate_key),
-        ]
-    )
-    try:
-        words = _run(args, secret=True)["stdout"].split()
-    finally:
-        _forget()
-    if words[:2] != ["kubeadm", "join"] or len(words) < 7:
-        raise CommandExecutionError("kubeadm printed no join command")
-    opts = dict(zip(words[3::2], words[4::2]))
-    return {
-        "api_server_endpoint": words[2],
-        "token": opts.get("--token"),
-        "ca_cert_hash": opts.get("--discovery-token-ca-cert-hash"),
-        "control_plane": "--control-plane" in words,
-        "certificate_key": words[words.index("--certificate-key") + 1]
-        if "--certificate-key" in words
-        else None,
-    }
-
-
-def ca_cert_hash(ca_file=None):
-    """
-    Return ``sha256:<hex>`` of the cluster CA's SubjectPublicKeyInfo, the value of
-    ``--discovery-token-ca-cert-hash``. Computed from the DER SPKI, so it is right
-    for ECDSA CAs too (the widespread ``openssl rsa`` recipe is not).
-
-    ca_file
-        Default ``<kube_dir>/pki/ca.crt``.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' kubeadm.ca_cert_hash
-    """
-    if not HAS_CRYPTOGRAPHY:
-        raise CommandExecutionError("kubeadm.ca_cert_hash needs the cryptography package")
-    path = ca_file or os.path.join(_kube_dir(), "pki", "ca.crt")
-    try:
-        with salt.utils.files.fopen(path, "rb") as fh:
-            cert = x509.load_pem_x509_certificate(fh.read())
-    except (OSError, ValueError) as exc:
-        raise CommandExecutionError(f"cannot read the CA certificate {path}: {exc}") from exc
-    spki = cert.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return "sha256:" + hashlib.sha256(spki).hexdigest()
+    return kos_kubeadm.redact(out)
 
 
 def _extra_args(value):
@@ -638,8 +399,9 @@ def join(api_server_endpoint, token, ca_cert_hash, control_plane=False, certific
         with os.fdopen(fd, "w") as fh:
             fh.write(salt.utils.yaml.safe_dump(doc, default_flow_style=False))
         args = ["join", "--config", path]
-        args += _flags([("--ignore-preflight-errors", ignore_preflight_errors)])
-        return _redact(_run(args, secret=True)["stdout"])
+        args += kos_cli.flags([("--ignore-preflight-errors", ignore_preflight_errors)],
+                             joined=True)
+        return kos_kubeadm.redact(_run(args, secret=True)["stdout"])
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
         _forget()
@@ -663,11 +425,12 @@ def reset(force=True, dry_run=False, cleanup_tmp_dir=False):
 
         salt 'k8s-worker-2*' kubeadm.reset
     """
-    args = ["reset"] + _flags(
-        [("--force", force), ("--dry-run", dry_run), ("--cleanup-tmp-dir", cleanup_tmp_dir)]
+    args = ["reset"] + kos_cli.flags(
+        [("--force", force), ("--dry-run", dry_run), ("--cleanup-tmp-dir", cleanup_tmp_dir)],
+        joined=True,
     )
     try:
         # stdin closed: an unexpected prompt fails instead of hanging
-        return _redact(_run(args, stdin="")["stdout"])
+        return kos_kubeadm.redact(_run(args, stdin="")["stdout"])
     finally:
         _forget()

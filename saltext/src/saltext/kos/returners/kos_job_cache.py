@@ -35,6 +35,11 @@ WITHHOLD = frozenset(
         "microk8s.add_node",
         "microk8s.config",
         "kubeadm.init",
+        "kos_join.join_command",
+        "kos_join.token_create",
+        "kos_join.token_list",
+        "kos_join.upload_certs",
+        # their names before kos_join: a minion whose extension is not updated yet
         "kubeadm.join_command",
         "kubeadm.token_create",
         "kubeadm.token_list",

@@ -22,22 +22,6 @@ def __virtual__():
     return __virtualname__
 
 
-def _ret(name):
-    return kos_state.ret(name)
-
-
-def _fail(ret, exc):
-    return kos_state.fail(ret, exc)
-
-
-def _missing(ret, what):
-    return kos_state.missing_module(ret, __opts__, "kubeadm", what)
-
-
-def _installed():
-    return "kos_upgrade.upgrade_facts" in __salt__
-
-
 def _plain(version):
     """``v1.32.1`` and ``1.32.1-1.1`` (a Debian package version) as ``1.32.1``."""
     return str(version or "").lstrip("v").split("-", 1)[0] or None
@@ -54,12 +38,15 @@ def packages(name, pkgs, refresh=True):
     refresh
         Read the package lists first (the repository line may have just changed).
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if "pkg.version" not in __salt__:
-        return _fail(ret, "no package manager Salt knows on this node (pkg.version)")
+        return kos_state.fail(ret, "no package manager Salt knows on this node (pkg.version)")
     try:
-        have = __salt__["kos_upgrade.package_versions"]() if _installed() else {
-            p: __salt__["pkg.version"](p) or None for p in pkgs}
+        # kos_upgrade reads every version at once; before kubeadm is installed, pkg does
+        if "kos_upgrade.package_versions" in __salt__:
+            have = __salt__["kos_upgrade.package_versions"]()
+        else:
+            have = {p: __salt__["pkg.version"](p) or None for p in pkgs}
         changes = {p: {"old": have.get(p), "new": name} for p in pkgs if have.get(p) != name}
         if not changes:
             ret["comment"] = f"{', '.join(pkgs)} at {name}"
@@ -75,10 +62,10 @@ def packages(name, pkgs, refresh=True):
         now = {p: __salt__["pkg.version"](p) or None for p in pkgs}
         wrong = {p: v for p, v in now.items() if v != name}
         if wrong:
-            return _fail(ret, f"installing {name} left {wrong}")
+            return kos_state.fail(ret, f"installing {name} left {wrong}")
         ret["comment"] = f"{', '.join(sorted(changes))} moved to {name} and held"
     except CommandExecutionError as exc:
-        return _fail(ret, f"moving {', '.join(pkgs)} to {name} failed: {exc}")
+        return kos_state.fail(ret, f"moving {', '.join(pkgs)} to {name} failed: {exc}")
     return ret
 
 
@@ -98,9 +85,10 @@ def upgraded(name, node, first=False, kubeconfig=None):
     first
         This node is the first control plane: ``apply``.
     """
-    ret = _ret(name)
-    if not _installed():
-        return _missing(ret, f"upgrade this node to {name}")
+    ret = kos_state.ret(name)
+    if "kos_upgrade.upgrade_facts" not in __salt__:
+        return kos_state.missing_module(ret, __opts__, "kubeadm",
+                                        f"upgrade this node to {name}")
     try:
         facts = __salt__["kos_upgrade.upgrade_facts"]()
         if _plain(facts["kubeadm"]) != _plain(name):
@@ -111,8 +99,8 @@ def upgraded(name, node, first=False, kubeconfig=None):
                 ret["comment"] = (f"kubeadm upgrade would run once the kubeadm package is at "
                                   f"{name} (it is {facts['kubeadm']})")
                 return ret
-            return _fail(ret, f"kubeadm is {facts['kubeadm']}, not {name}: move its package "
-                              "first (kubeadm_upgrade.packages)")
+            return kos_state.fail(ret, f"kubeadm is {facts['kubeadm']}, not {name}: move its "
+                                       "package first (kubeadm_upgrade.packages)")
         if first:
             have = {"cluster": __salt__["kos_kubectl.cluster_version"](kubeconfig=kubeconfig),
                     "control_plane": facts["control_plane_version"]}
@@ -140,7 +128,7 @@ def upgraded(name, node, first=False, kubeconfig=None):
             __salt__["kos_upgrade.upgrade_node"]()
         ret["comment"] = f"{command} ran"
     except CommandExecutionError as exc:
-        return _fail(ret, f"upgrading this node to {name} failed: {exc}")
+        return kos_state.fail(ret, f"upgrading this node to {name} failed: {exc}")
     return ret
 
 
@@ -184,9 +172,10 @@ def kubelet_restarted(name, version, timeout=300):
     its units first) and is seen Ready on ``version`` within ``timeout`` seconds, through
     the kubelet's own credential.
     """
-    ret = _ret(name)
-    if not _installed():
-        return _missing(ret, f"restart the kubelet of {name}")
+    ret = kos_state.ret(name)
+    if "kos_upgrade.upgrade_facts" not in __salt__:
+        return kos_state.missing_module(ret, __opts__, "kubeadm",
+                                        f"restart the kubelet of {name}")
     try:
         node = _own_node(name)
         running = (node or {}).get("version")
@@ -201,12 +190,13 @@ def kubelet_restarted(name, version, timeout=300):
         __salt__["service.restart"]("kubelet")
         node, ready = _wait_node(name, version, timeout, _kubelet_conf())
         if not ready:
-            return _fail(ret, f"the kubelet of {name} was restarted but the node is not Ready "
-                              f"on {version} after {timeout} s (it reports "
-                              f"{(node or {}).get('version')}, ready: {(node or {}).get('ready')})")
+            return kos_state.fail(
+                ret, f"the kubelet of {name} was restarted but the node is not Ready on "
+                f"{version} after {timeout} s (it reports {(node or {}).get('version')}, "
+                f"ready: {(node or {}).get('ready')})")
         ret["comment"] = f"the kubelet of {name} restarted on {version}"
     except CommandExecutionError as exc:
-        return _fail(ret, f"restarting the kubelet of {name} failed: {exc}")
+        return kos_state.fail(ret, f"restarting the kubelet of {name} failed: {exc}")
     return ret
 
 
@@ -215,9 +205,10 @@ def node_ready(name, version, timeout=300, kubeconfig=None):
     Ensure node ``name`` is Ready on kubelet version ``version`` (run on a control plane),
     waiting up to ``timeout`` seconds. Changes nothing.
     """
-    ret = _ret(name)
-    if not _installed():
-        return _missing(ret, f"see node {name} Ready on {version}")
+    ret = kos_state.ret(name)
+    if "kos_upgrade.upgrade_facts" not in __salt__:
+        return kos_state.missing_module(ret, __opts__, "kubeadm",
+                                        f"see node {name} Ready on {version}")
     try:
         if __opts__["test"]:
             node = __salt__["kos_kubectl.node"](name, kubeconfig=kubeconfig)
@@ -225,7 +216,7 @@ def node_ready(name, version, timeout=300, kubeconfig=None):
         else:
             node, ready = _wait_node(name, version, timeout, kubeconfig)
     except CommandExecutionError as exc:
-        return _fail(ret, f"reading node {name} failed: {exc}")
+        return kos_state.fail(ret, f"reading node {name} failed: {exc}")
     if ready:
         ret["comment"] = f"node {name} is Ready on {node['version']}"
     elif __opts__["test"]:
@@ -244,23 +235,23 @@ def node_uncordoned(name, kubeconfig=None, timeout=60, interval=1):
     errors are retried for ``timeout`` seconds, as ``node_ready`` waits through them: the
     request may reach a control plane's API server that is not ready yet.
     """
-    ret = _ret(name)
-    if not _installed():
-        return _missing(ret, f"uncordon node {name}")
+    ret = kos_state.ret(name)
+    if "kos_upgrade.upgrade_facts" not in __salt__:
+        return kos_state.missing_module(ret, __opts__, "kubeadm", f"uncordon node {name}")
     deadline = time.monotonic() + timeout
     while True:
         try:
             return _uncordon(ret, name, kubeconfig)
         except CommandExecutionError as exc:
             if time.monotonic() >= deadline:
-                return _fail(ret, f"uncordoning {name} failed: {exc}")
+                return kos_state.fail(ret, f"uncordoning {name} failed: {exc}")
         time.sleep(interval)
 
 
 def _uncordon(ret, name, kubeconfig):
     node = __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name)
     if node is None:
-        return _fail(ret, f"node {name} is not registered")
+        return kos_state.fail(ret, f"node {name} is not registered")
     if not node["unschedulable"]:
         ret["comment"] = f"node {name} takes Pods"
         return ret
@@ -271,6 +262,7 @@ def _uncordon(ret, name, kubeconfig):
         return ret
     __salt__["kos_kubectl.uncordon"](name, kubeconfig=kubeconfig)
     if __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):
-        return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
+        return kos_state.fail(
+            ret, f"kubectl uncordon {name} ran but the node is still cordoned")
     ret["comment"] = f"node {name} uncordoned"
     return ret

@@ -150,3 +150,22 @@ def issued_credential(salt, source, me, role, mine_function, field, min_remainin
         return None, (f"the join credential {source} issued expires in {int(left)}s; "
                       "run the orchestration again to issue a new one")
     return info, None
+
+
+def missing_module_predicting(ret, opts, module, what, changes):
+    """``missing_module``, and a test run also shows ``changes``: what the state would
+    change once ``module`` is installed (the snap and microk8s states predict it)."""
+    ret = missing_module(ret, opts, module, what)
+    if opts["test"]:
+        ret["changes"] = changes
+    return ret
+
+
+def credential_problem(role, ttl, min_remaining):
+    """Why a join credential cannot be issued for ``role`` with a lifetime of ``ttl``
+    seconds, reused while ``min_remaining`` are left; None when it can."""
+    if role not in ("worker", "control_plane"):
+        return f"role must be worker or control_plane, not {role!r}"
+    if int(ttl) <= int(min_remaining):
+        return f"ttl ({ttl}) must be larger than min_remaining ({min_remaining})"
+    return None
