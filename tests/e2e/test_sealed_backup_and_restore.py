@@ -111,7 +111,7 @@ def test_a_microk8s_backup_goes_the_same_way_and_dbctl_restores_it(cluster):
     assert name.startswith("microk8s-k8s-cp-1-") and name.endswith(".kosbak")
     sealed_on_the_master(cluster, name)
 
-    assert salt(cluster, cp1, "microk8s.enable_addon", "metrics-server") is not False
+    assert salt(cluster, cp1, "microk8s_addons.enable_addon", "metrics-server") is not False
     assert "metrics-server" in objects()
     res = cluster.kos("restore", *cluster.args, "--backup", name, "--yes", timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]

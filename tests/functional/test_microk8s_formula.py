@@ -77,7 +77,7 @@ def environ():
 
 
 @pytest.fixture(scope="module")
-def loaders_for(salt_factories, tmp_path_factory, environ):
+def loaders_for(salt_factories, tmp_path_factory, environ, release_root):
     """Loaders of a minion whose pillar and PATH are those of ``node``."""
     made = {}
 
@@ -90,7 +90,7 @@ def loaders_for(salt_factories, tmp_path_factory, environ):
                 MINION_ID if node.name == "solo" else f"{node.name}.{DOMAIN}",
                 overrides={
                     "file_client": "local",
-                    "file_roots": {"base": [str(REPO / "salt" / "salt")]},
+                    "file_roots": {"base": [str(REPO / "salt" / "salt"), str(release_root)]},
                     "pillar_roots": {"base": [str(pillar_dir)]},
                 },
             )
@@ -120,7 +120,7 @@ def test_a_test_run_on_a_node_without_the_snap_predicts_and_changes_nothing(node
     assert not failed, failed
     by_id = {v["__id__"]: v for v in results.values()}
     for state_id in ("microk8s-init-file-managed-launch_config", "microk8s-init-snap-installed",
-                     "microk8s-init-microk8s-running", "microk8s-sans-microk8s-extra_sans",
+                     "microk8s-init-microk8s-running", "microk8s-sans-microk8s_certs-extra_sans",
                      "microk8s-joined-microk8s-cluster_joined"):
         assert by_id[state_id]["result"] is None, (state_id, by_id[state_id])
     assert by_id["microk8s-init-snap-installed"]["changes"] == {
@@ -172,7 +172,7 @@ def test_hex_only_names_are_dns_sans(master, nodes, loaders_for):
     """`cafe` was taken for an IP: openssl refused `IP.100 = cafe` (refresh-certs exit 20)."""
     node = nodes["solo"]
     salt = loaders_for(node)
-    ret = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.10", "cafe", "deadbeef"],
+    ret = salt.states.microk8s_certs.extra_sans("csr", sans=["203.0.113.10", "cafe", "deadbeef"],
                                           snap_data=node.snap_data)
     assert ret.result is True, ret
     text = sans_of(node)
@@ -186,10 +186,10 @@ def test_a_failed_refresh_fails_until_the_certificate_has_the_san(master, nodes,
     original = template.read_text()
     template.write_text(original.replace("#MOREIPS", BROKEN + "#MOREIPS"))
     try:
-        first = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.20"],
+        first = salt.states.microk8s_certs.extra_sans("csr", sans=["203.0.113.20"],
                                                 snap_data=node.snap_data)
         # nothing fixed: the certificate still lacks the SAN, so this run fails again
-        second = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.20"],
+        second = salt.states.microk8s_certs.extra_sans("csr", sans=["203.0.113.20"],
                                                  snap_data=node.snap_data)
     finally:
         template.write_text(template.read_text().replace(BROKEN, ""))
@@ -197,11 +197,11 @@ def test_a_failed_refresh_fails_until_the_certificate_has_the_san(master, nodes,
     assert "not-an-ip" in first.comment  # openssl's complaint, through refresh-certs
     assert second.result is False, second
     assert "203.0.113.20" not in sans_of(node)
-    fixed = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.20"],
+    fixed = salt.states.microk8s_certs.extra_sans("csr", sans=["203.0.113.20"],
                                             snap_data=node.snap_data)
     assert fixed.result is True and fixed.changes, fixed
     assert "IP Address:203.0.113.20" in sans_of(node)
-    assert salt.states.microk8s.extra_sans("csr", sans=["203.0.113.20"],
+    assert salt.states.microk8s_certs.extra_sans("csr", sans=["203.0.113.20"],
                                            snap_data=node.snap_data).changes == {}
 
 

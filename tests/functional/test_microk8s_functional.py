@@ -116,7 +116,7 @@ def test_status_and_addons_against_the_standin(nodes, on):
     st = salt.modules.microk8s.status()
     assert st["running"] is True and st["worker"] is False
     assert st["high_availability"]["nodes"] == [{"address": "127.0.0.1:19001", "role": "voter"}]
-    assert salt.modules.microk8s.addons()["dns"] == "enabled"
+    assert salt.modules.microk8s_addons.addons()["dns"] == "enabled"
 
 
 def test_certificates_days_from_the_standins_check(nodes, on):
@@ -124,7 +124,7 @@ def test_certificates_days_from_the_standins_check(nodes, on):
     # the stand-in's fresh certificates: a 10-year CA, 1-year server and proxy client, the
     # lifetimes microk8s gives them (produce_certs and gen_server_cert in
     # https://github.com/canonical/microk8s/blob/master/microk8s-resources/actions/common/utils.sh)
-    days = salt.modules.microk8s.certificates()
+    days = salt.modules.microk8s_certs.certificates()
     assert sorted(days) == ["ca.crt", "front-proxy-client.crt", "server.crt"]
     assert 3649 <= days["ca.crt"] <= 3650, days
     assert 364 <= days["server.crt"] <= 365 and 364 <= days["front-proxy-client.crt"] <= 365
@@ -132,21 +132,23 @@ def test_certificates_days_from_the_standins_check(nodes, on):
 
 def test_addon_states_test_mode_then_apply(nodes, on):
     salt = on(nodes["cp"])
-    predicted = salt.states.microk8s.addon_enabled("hostpath-storage", test=True, record=record(nodes))
+    predicted = salt.states.microk8s_addons.addon_enabled("hostpath-storage", test=True,
+                                                          record=record(nodes))
     assert predicted.result is None
     assert predicted.changes == {"hostpath-storage": {"old": "disabled", "new": "enabled"}}
-    assert salt.modules.microk8s.addons()["hostpath-storage"] == "disabled"
-    applied = salt.states.microk8s.addon_enabled("hostpath-storage", record=record(nodes))
+    assert salt.modules.microk8s_addons.addons()["hostpath-storage"] == "disabled"
+    applied = salt.states.microk8s_addons.addon_enabled("hostpath-storage", record=record(nodes))
     assert applied.result is True and applied.changes == predicted.changes
-    assert salt.states.microk8s.addon_enabled("hostpath-storage", record=record(nodes)).changes == {}
+    again = salt.states.microk8s_addons.addon_enabled("hostpath-storage", record=record(nodes))
+    assert again.changes == {}
     # unknown to the catalogue: the CLI's words come back
-    bad = salt.states.microk8s.addon_enabled("dnss", record=record(nodes))
+    bad = salt.states.microk8s_addons.addon_enabled("dnss", record=record(nodes))
     assert bad.result is False
 
 
 def test_helm3_cannot_be_disabled(nodes, on):
     salt = on(nodes["cp"])
-    ret = salt.states.microk8s.addon_disabled("helm3", record=record(nodes))
+    ret = salt.states.microk8s_addons.addon_disabled("helm3", record=record(nodes))
     assert ret.result is False and "is enabled" in ret.comment
 
 
@@ -167,7 +169,8 @@ def test_extra_sans_reach_the_certificate_and_invalidate_the_issued_credential(n
     published = issued(cp)
     assert (published["node"], published["role"]) == (WORKER_ID, "worker")
 
-    ret = salt.states.microk8s.extra_sans("csr", sans=["203.0.113.10"], snap_data=cp.snap_data)
+    ret = salt.states.microk8s_certs.extra_sans("csr", sans=["203.0.113.10"],
+                                                snap_data=cp.snap_data)
     assert ret.result is True and ret.changes == {
         "sans": {"old": [], "new": ["203.0.113.10"]},
         "certificate": {"old": {"lacks": ["203.0.113.10"]}, "new": {"lacks": []}}}
@@ -244,11 +247,11 @@ def test_certificates_renewed_refreshes_the_server_certificate(nodes, on):
     salt = on(nodes["cp"])
     server = nodes["cp"].root / SNAP_DATA / "certs" / "server.crt"
     before = server.read_bytes()
-    predicted = salt.states.microk8s.certificates_renewed("c", force=True, test=True)
+    predicted = salt.states.microk8s_certs.certificates_renewed("c", force=True, test=True)
     assert predicted.result is None and server.read_bytes() == before
-    ret = salt.states.microk8s.certificates_renewed("c", force=True)
+    ret = salt.states.microk8s_certs.certificates_renewed("c", force=True)
     assert ret.result is True, ret
     assert sorted(ret.changes["certificates"]["new"]) == ["front-proxy-client.crt", "server.crt"]
     assert server.read_bytes() != before
-    again = salt.states.microk8s.certificates_renewed("c")
+    again = salt.states.microk8s_certs.certificates_renewed("c")
     assert again.result is True and again.changes == {}

@@ -1,4 +1,4 @@
-"""Unit tests of datastore backups: sealing (_utils/kos_backup.py), the kos_etcd module's
+"""Unit tests of datastore backups: sealing (saltext.kos.utils.kos_backup), the kos_etcd module's
 snapshot and restore steps, kos.backup and the master's filing state; and the
 etcd membership of a control plane that is gone (the same etcd tools)."""
 
@@ -339,7 +339,7 @@ def backup_module(tmp_path, key_file, distribution="kubeadm", pushed=True):
         return pushed
 
     kos_mod.__salt__ = {"kos_etcd.etcd_snapshot": snapshot, "cp.push": push,
-                        "microk8s.backup": lambda directory: dict(
+                        "microk8s_backup.backup": lambda directory: dict(
                             snapshot(directory), name="microk8s-k8s-cp-1-20261127T180000Z")}
     kos_mod.__pillar__ = {"kos": {"distribution": distribution}}
     return sent
@@ -442,7 +442,7 @@ def test_a_microk8s_restore_opens_the_masters_copy_under_its_own_name_and_keeps_
 
     work = tmp_path / "work"
     monkeypatch.setattr(kos_mod, "BACKUP_DIR", str(work))
-    kos_mod.__salt__ = {"cp.get_file": get_file, "microk8s.restore_from": restore_from,
+    kos_mod.__salt__ = {"cp.get_file": get_file, "microk8s_backup.restore_from": restore_from,
                         "pillar.get": lambda key, default=None, unmask=None:
                             # as Salt 3008's: masked unless asked
                             str(snap_data) if unmask else "**********"}

@@ -15,6 +15,7 @@ from tests.unit.conftest import SALT_TREE, load
 mod = load("modules", "kos")
 state = load("states", "kos")
 microk8s = load("modules", "microk8s")
+microk8s_certs = load("modules", "microk8s_certs")
 
 ME = "k8s-worker-1.example.com"
 PILLAR = {
@@ -303,7 +304,7 @@ CP = "k8s-cp-1.example.com"
 @pytest.fixture
 def on_control_plane(monkeypatch, m):
     monkeypatch.setitem(mod.__opts__, "id", CP)
-    m["microk8s.certificates"] = create_autospec(microk8s.certificates, return_value={
+    m["microk8s_certs.certificates"] = create_autospec(microk8s_certs.certificates, return_value={
         "ca.crt": 3649, "server.crt": 12, "front-proxy-client.crt": 364})
     m["event.send"] = create_autospec(lambda tag, data=None: True, return_value=True)
     return m

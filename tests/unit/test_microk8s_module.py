@@ -1,4 +1,5 @@
-"""Unit tests of the microk8s execution module: argument lists, parsing, secrets."""
+"""Unit tests of the microk8s execution modules (``microk8s``, ``microk8s_addons``,
+``microk8s_certs``, ``microk8s_backup``): argument lists, parsing, secrets."""
 
 import json
 import os
@@ -6,16 +7,25 @@ import re
 from unittest.mock import create_autospec
 
 import pytest
-import salt.modules.cmdmod
 import salt.modules.config
 import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
 from tests.standins.microk8s_outputs import FRESH_YAML_START, NOT_RUNNING_YAML
+from tests.unit import microk8s_modules as loader
 from tests.unit.conftest import load
+from tests.unit.microk8s_modules import MODULES, called_args, result
 
-microk8s = load("modules", "microk8s")
+# the fixtures: every microk8s module on one loader, as a minion loads them
+run_all = loader.run_all
+configure_loader_modules = loader.configure_loader_modules
+
+microk8s = MODULES["microk8s"]
+addons = MODULES["microk8s_addons"]
+certs = MODULES["microk8s_certs"]
+backups = MODULES["microk8s_backup"]
 snap = load("modules", "snap")
+
 
 # `microk8s status --format yaml` of a fresh 1.31 node, shortened to three addons.
 FRESH_YAML = FRESH_YAML_START + """\
@@ -32,31 +42,6 @@ FRESH_YAML = FRESH_YAML_START + """\
 """
 
 
-def result(stdout="", retcode=0, stderr=""):
-    return {"stdout": stdout, "stderr": stderr, "retcode": retcode, "pid": 1}
-
-
-@pytest.fixture
-def run_all():
-    return create_autospec(salt.modules.cmdmod.run_all, return_value=result())
-
-
-@pytest.fixture
-def configure_loader_modules(run_all):
-    config_get = create_autospec(salt.modules.config.get, side_effect=lambda key, default="": default)
-    return {
-        microk8s: {
-            "__salt__": {"cmd.run_all": run_all, "config.get": config_get},
-            "__context__": {},
-            "__grains__": {"host": "k8s-cp-1"},
-        }
-    }
-
-
-def called_args(run_all):
-    return run_all.call_args.args[0]
-
-
 def test_status_parses_yaml_and_is_cached(run_all):
     run_all.return_value = result(FRESH_YAML)
     st = microk8s.status()
@@ -64,7 +49,7 @@ def test_status_parses_yaml_and_is_cached(run_all):
     assert run_all.call_args.kwargs["python_shell"] is False
     assert st["running"] is True and st["worker"] is False
     assert st["high_availability"]["nodes"] == [{"address": "127.0.0.1:19001", "role": "voter"}]
-    assert microk8s.addons() == {"dns": "enabled", "community": "disabled", "registry": "disabled"}
+    assert addons.addons() == {"dns": "enabled", "community": "disabled", "registry": "disabled"}
     assert st["addons"]["community"]["version"] is None
     assert run_all.call_count == 1  # addons() reused the cached status
 
@@ -156,18 +141,18 @@ def test_join_worker_quiet_and_failure_message(run_all):
 
 def test_disable_hostpath_storage_keeps_data_and_accepts_the_unanswered_prompt(run_all):
     run_all.return_value = result("Remove PVC storage at ... ? (Y/N): ", retcode=1)
-    microk8s.disable_addon("hostpath-storage")
+    addons.disable_addon("hostpath-storage")
     assert called_args(run_all) == ["microk8s", "disable", "hostpath-storage"]
     # With destroy_storage nothing is asked, so exit 1 is a real failure.
     with pytest.raises(CommandExecutionError):
-        microk8s.disable_addon("hostpath-storage", destroy_storage=True)
+        addons.disable_addon("hostpath-storage", destroy_storage=True)
     run_all.return_value = result("Storage space reclaimed.")
-    microk8s.disable_addon("hostpath-storage", destroy_storage=True)
+    addons.disable_addon("hostpath-storage", destroy_storage=True)
     assert called_args(run_all) == ["microk8s", "disable", "hostpath-storage:destroy-storage"]
 
 
 def test_disable_ha_cluster_force(run_all):
-    microk8s.disable_addon("ha-cluster", force=True)
+    addons.disable_addon("ha-cluster", force=True)
     assert called_args(run_all) == ["microk8s", "disable", "ha-cluster", "--force"]
 
 
@@ -175,21 +160,21 @@ def test_enable_addon_args_and_cache_dropped(run_all):
     run_all.return_value = result(FRESH_YAML)
     microk8s.status()
     run_all.return_value = result("MetalLB is enabled")
-    microk8s.enable_addon("metallb", args=["10.0.0.240-10.0.0.250"])
+    addons.enable_addon("metallb", args=["10.0.0.240-10.0.0.250"])
     assert called_args(run_all) == ["microk8s", "enable", "metallb", "10.0.0.240-10.0.0.250"]
-    assert "microk8s.status" not in microk8s.__context__
+    assert "microk8s.status" not in addons.__context__
 
 
 def test_failure_raises_with_the_cli_text(run_all):
     run_all.return_value = result("", retcode=1, stderr="Addon foo was not found in any repository")
     with pytest.raises(CommandExecutionError, match="was not found in any repository"):
-        microk8s.enable_addon("foo")
+        addons.enable_addon("foo")
 
 
 def test_remove_node_and_refresh_certs_args(run_all):
     microk8s.remove_node("k8s-worker-2", force=True)
     assert called_args(run_all) == ["microk8s", "remove-node", "k8s-worker-2", "--force"]
-    microk8s.refresh_certs()
+    certs.refresh_certs()
     assert called_args(run_all) == ["microk8s", "refresh-certs", "--cert", "server.crt"]
     microk8s.leave()
     assert called_args(run_all) == ["microk8s", "leave"]
@@ -268,10 +253,10 @@ def test_server_sans_read_the_certificate(tmp_path):
         x509.DNSName("kubernetes"), x509.DNSName("Cafe"),
         x509.IPAddress(ipaddress.ip_address("203.0.113.10")),
         x509.IPAddress(ipaddress.ip_address("2001:db8::1"))])
-    assert microk8s.server_sans(str(tmp_path)) == {"ip": ["203.0.113.10", "2001:db8::1"],
+    assert certs.server_sans(str(tmp_path)) == {"ip": ["203.0.113.10", "2001:db8::1"],
                                                    "dns": ["kubernetes", "cafe"]}
     with pytest.raises(CommandExecutionError, match="cannot read"):
-        microk8s.server_sans(str(tmp_path / "nowhere"))
+        certs.server_sans(str(tmp_path / "nowhere"))
 
 
 def test_remove_token_takes_only_its_line(tmp_path):
@@ -292,7 +277,7 @@ def test_certificates_from_refresh_certs_check(run_all):
     run_all.return_value = result("The CA certificate will expire in 3649 days.\n"
                                   "The server certificate will expire in -3 days.\n"
                                   "The front proxy client certificate will expire in 364 days.\n")
-    assert microk8s.certificates() == {"ca.crt": 3649, "server.crt": -3,
+    assert certs.certificates() == {"ca.crt": 3649, "server.crt": -3,
                                        "front-proxy-client.crt": 364}
     assert called_args(run_all) == ["microk8s", "refresh-certs", "--check"]
 
@@ -302,19 +287,21 @@ def test_certificates_on_a_worker_are_none(run_all):
         "This MicroK8s deployment is acting as a node in a cluster. Please use the microk8s "
         "refresh-certs command on the master\nand then return to this node to perform a "
         "microk8s leave and re-join.\n")
-    assert microk8s.certificates() == {}
+    assert certs.certificates() == {}
 
 
 def test_certificates_refuses_what_it_cannot_read(run_all):
     run_all.return_value = result("The CA certificate will expire in 3649 days.\n")
     with pytest.raises(CommandExecutionError, match="refresh-certs --check printed"):
-        microk8s.certificates()
+        certs.certificates()
 
 
 # `microk8s kubectl` on a node that joined as a worker, exit 0:
 # https://github.com/canonical/microk8s/blob/master/microk8s-resources/wrappers/microk8s-kubectl.wrapper
 KUBECTL_ON_A_WORKER = ("This MicroK8s deployment is acting as a node in a cluster. "
                        "Please use the microk8s kubectl on the master.\n")
+
+
 # A successful `kubectl drain` (a real v1.34.3 run, node renamed): cordoned, each eviction,
 # drained, as pkg/cmd/drain/drain.go and pkg/drain/drain.go of
 # https://github.com/kubernetes/kubectl/tree/v0.31.0 print them
@@ -322,8 +309,12 @@ DRAINED_OUT = ("node/k8s-worker-1 cordoned\n"
                "evicting pod kube-system/calico-kube-controllers-7498b9bb4c-4zzpx\n"
                "pod/calico-kube-controllers-7498b9bb4c-4zzpx evicted\n"
                "node/k8s-worker-1 drained\n")
+
+
 DRAINED_ERR = ("Warning: ignoring DaemonSet-managed Pods: kube-system/calico-node-tmnqj, "
                "kube-system/kube-proxy-k7jpn\n")
+
+
 # A Pod without controller, refused as
 # https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/drain/filters.go says; the first line
 # on stdout, the rest on stderr.
@@ -332,6 +323,8 @@ REFUSED_ERR = (
     "that declare no controller (use --force to override): default/zingaboom, continuing "
     "command...\nThere are pending nodes to be drained:\n k8s-worker-1\ncannot delete cannot "
     "delete Pods that declare no controller (use --force to override): default/zingaboom\n")
+
+
 # A PodDisruptionBudget keeps the Pod until --timeout ("global timeout reached",
 # https://github.com/kubernetes/kubectl/blob/v0.31.0/pkg/drain/drain.go).
 TIMED_OUT_OUT = ("node/k8s-worker-1 cordoned\nevicting pod default/redis-1\n"
@@ -339,6 +332,8 @@ TIMED_OUT_OUT = ("node/k8s-worker-1 cordoned\nevicting pod default/redis-1\n"
                  'There are pending pods in node "k8s-worker-1" when an error occurred: error '
                  'when evicting pods/"redis-1" -n "default": global timeout reached: 5m0s\n'
                  "pod/redis-1\n")
+
+
 TIMED_OUT_ERR = (
     'error when evicting pods/"redis-1" -n "default" (will retry after 5s): Cannot evict pod '
     "as it would violate the pod's disruption budget.\n"
@@ -468,9 +463,9 @@ def test_upgrade_facts_ignores_an_unreadable_pending_note(facts_salt, tmp_path):
     assert facts["pending"] is None and facts["channel"] is None
 
 
-# --------------------------------------------------------------------------- dbctl backup/restore
-
 DBCTL_NOT_RUNNING = "Please ensure the kubernetes apiserver is running and HA is enabled.\n"
+
+
 TRACEBACK = (
     "Traceback (most recent call last):\n"
     '  File "/snap/microk8s/8148/scripts/wrappers/dbctl.py", line 160, in <module>\n'
@@ -497,7 +492,7 @@ def test_backup_args_name_mode_and_result(run_all, tmp_path):
     seen = {}
     run_all.side_effect = _writes_archive(4096, seen)
     directory = tmp_path / "backups"
-    taken = microk8s.backup(str(directory))
+    taken = backups.backup(str(directory))
     args = called_args(run_all)
     assert args[:4] == ["microk8s", "dbctl", "backup", "-o"] and len(args) == 5
     assert re.fullmatch(re.escape(str(directory)) + r"/microk8s-k8s-cp-1-\d{8}T\d{6}Z\.tar\.gz", args[4])
@@ -516,14 +511,14 @@ def test_backup_args_name_mode_and_result(run_all, tmp_path):
 def test_backup_refuses_and_removes_an_empty_archive(run_all, tmp_path):
     run_all.side_effect = _writes_archive(200, {})
     with pytest.raises(CommandExecutionError, match=r"empty archive \(200 bytes, removed\).*4259"):
-        microk8s.backup(str(tmp_path))
+        backups.backup(str(tmp_path))
     assert list(tmp_path.iterdir()) == []
 
 
 def test_backup_that_wrote_nothing_raises(run_all, tmp_path):
     run_all.return_value = result("Backing up the datastore\nThe backup is: x.tar.gz\n")
     with pytest.raises(CommandExecutionError, match="reported success but wrote no"):
-        microk8s.backup(str(tmp_path))
+        backups.backup(str(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -543,18 +538,18 @@ def test_backup_that_wrote_nothing_raises(run_all, tmp_path):
 def test_backup_failure_raises_with_the_cli_text(run_all, tmp_path, res, words):
     run_all.return_value = res
     with pytest.raises(CommandExecutionError) as exc:
-        microk8s.backup(str(tmp_path / "b"))
+        backups.backup(str(tmp_path / "b"))
     assert exc.value.error == words
     assert list((tmp_path / "b").iterdir()) == []
 
 
 def test_restore_from_args_and_cache_dropped(run_all):
-    microk8s.__context__["microk8s.status"] = {"cached": True}
+    backups.__context__["microk8s.status"] = {"cached": True}
     run_all.return_value = result("Restoring from /tmp/x.tar.gz\n")
-    assert microk8s.restore_from("/tmp/x.tar.gz") is True
+    assert backups.restore_from("/tmp/x.tar.gz") is True
     assert called_args(run_all) == ["microk8s", "dbctl", "restore", "/tmp/x.tar.gz"]
     assert run_all.call_args.kwargs["python_shell"] is False
-    assert "microk8s.status" not in microk8s.__context__
+    assert "microk8s.status" not in backups.__context__
 
 
 @pytest.mark.parametrize(
@@ -571,5 +566,5 @@ def test_restore_from_args_and_cache_dropped(run_all):
 def test_restore_from_failure_raises_with_the_cli_text(run_all, res, words):
     run_all.return_value = res
     with pytest.raises(CommandExecutionError) as exc:
-        microk8s.restore_from("/tmp/x.tar.gz")
+        backups.restore_from("/tmp/x.tar.gz")
     assert exc.value.error == words

@@ -5,11 +5,11 @@ include:
 {%- for name, spec in microk8s.addons | dictsort %}
 {%- set spec = spec if spec is mapping else {'enabled': spec} %}
 
-microk8s-addons-microk8s-addon-{{ name }}:
+microk8s-addons-microk8s_addons-addon-{{ name }}:
 {%- if spec.get('enabled', True) %}
-  microk8s.addon_enabled:
+  microk8s_addons.addon_enabled:
 {%- else %}
-  microk8s.addon_disabled:
+  microk8s_addons.addon_disabled:
 {%- endif %}
     - name: {{ name }}
     - record: {{ microk8s.addons_record }}

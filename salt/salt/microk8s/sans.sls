@@ -3,8 +3,8 @@
 include:
   - microk8s
 
-microk8s-sans-microk8s-extra_sans:
-  microk8s.extra_sans:
+microk8s-sans-microk8s_certs-extra_sans:
+  microk8s_certs.extra_sans:
     - name: csr.conf.template
     - sans: {{ microk8s.all_sans | tojson }}
     - snap_data: {{ microk8s.snap_data }}

@@ -1,5 +1,5 @@
 """
-kos glue: pillar validation (the schema is _utils/kos_schema.py), this node's roles,
+kos glue: pillar validation (the schema is saltext.kos.utils.kos_schema), this node's roles,
 and the join information a control-plane node publishes through the mine.
 """
 
@@ -110,7 +110,7 @@ def prepare_converge():
 def pillar_schema():
     """
     Return the pillar schema: every key, its type, range and meaning (JSON Schema
-    draft 4, declared with salt.utils.schema in _utils/kos_schema.py).
+    draft 4, declared with salt.utils.schema in saltext.kos.utils.kos_schema).
 
     CLI Example:
 
@@ -172,7 +172,7 @@ def join_info(node):
 
 
 def _inputs(pillar, tree=None):
-    """What this node's highstate is made of (``_utils/kos_inputs.py``)."""
+    """What this node's highstate is made of (``saltext.kos.utils.kos_inputs``)."""
     plain = kos_schema.plain(pillar)
     return kos_inputs.inputs(plain, __opts__["id"], tree)
 
@@ -271,9 +271,9 @@ def converge_need(tree=None):
         The digest of the deployment's members now (``learn_members`` notes it).
 
     ``sync``
-        True unless this node's last converge was made of this very state tree (its
-        extension modules were synced for it then): only then may a converge skip
-        syncing them here.
+        True unless this node's last converge was made of this very state tree (the
+        extension's release is part of it, installed then): only then may a converge skip
+        installing it here.
 
     ``kubernetes``
         For a Kubernetes node: its role, whether it is the first control plane, and
@@ -282,9 +282,9 @@ def converge_need(tree=None):
     ``problems``
         What is wrong with the pillar just compiled (``pillar_errors``; empty: valid),
         judged when this node takes part (it needs its highstate, or it is the first
-        control plane, which issues join credentials) and its extension modules, the
-        pillar schema among them, are those of this state tree. None when not judged
-        here: the orchestration judges it after syncing (``prepare_converge``).
+        control plane, which issues join credentials) and its extension, the pillar
+        schema among it, is the release of this state tree. None when not judged here:
+        the orchestration judges it after installing it (``prepare_converge``).
 
     tree
         Digest of the state tree the orchestration serves now.
@@ -458,7 +458,7 @@ def certificates():
         days = {name: entry["days"] for table in found.values()
                 for name, entry in table.items() if entry}
     else:
-        days = __salt__["microk8s.certificates"]()
+        days = __salt__["microk8s_certs.certificates"]()
     if not days:
         return None
     warn = certificate_warn_days()
@@ -497,14 +497,14 @@ BACKUP_DIR = "/var/lib/kos/backups"
 # (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/
 # #backing-up-an-etcd-cluster), or `microk8s dbctl backup`
 # (https://microk8s.io/docs/backup-restore).
-BACKUP_FUNCTIONS = {"kubeadm": "kos_etcd.etcd_snapshot", "microk8s": "microk8s.backup"}
+BACKUP_FUNCTIONS = {"kubeadm": "kos_etcd.etcd_snapshot", "microk8s": "microk8s_backup.backup"}
 
 
 def backup(directory=BACKUP_DIR):
     """
     Take a backup of the cluster's datastore on this control plane (kubeadm: an etcd
     snapshot; microk8s: ``microk8s dbctl backup``), seal it with the control planes' key
-    (``_utils/kos_backup.py``), push it to the salt master (``cp.push``; the master files
+    (``saltext.kos.utils.kos_backup``), push it to the salt master (``cp.push``; the master files
     it, ``salt_master.backups``) and remove it here. Return its name, size, revision, key count and hash.
 
     CLI Example:
@@ -574,6 +574,6 @@ def restore_dqlite(source, saltenv="kos-backups"):
         archive = os.path.join(work, kos_backup.unsealed_name(source) + ".tar.gz")
         kos_backup.fetch_opened(
             __salt__, source, archive, os.path.join(snap_data, "certs", "ca.key"), saltenv)
-        return __salt__["microk8s.restore_from"](archive)
+        return __salt__["microk8s_backup.restore_from"](archive)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,5 +1,8 @@
 """
-Manage a MicroK8s node through the ``microk8s`` command.
+Manage a MicroK8s node through the ``microk8s`` command: its status, the cluster it is
+part of (join tokens, join, leave, remove-node) and its Kubernetes nodes (list, cordon,
+drain). Addons, certificates and backups have their own modules (``microk8s_addons``,
+``microk8s_certs``, ``microk8s_backup``).
 
 Behaviour follows what the real CLI prints and returns (exit codes, worker-node
 guards, token rules); the commands are those of
@@ -9,9 +12,7 @@ https://microk8s.io/docs/command-reference.
 """
 
 import hashlib
-import ipaddress
 import json
-import logging
 import os
 import ssl
 import time
@@ -20,33 +21,11 @@ import salt.utils.files
 import salt.utils.yaml
 from salt.exceptions import CommandExecutionError
 
-from saltext.kos.utils import kos_backup, kos_cli, kos_state
-
-try:
-    from cryptography import x509
-
-    HAS_CRYPTOGRAPHY = True
-except ImportError:  # pragma: no cover - Salt's own packages ship it
-    HAS_CRYPTOGRAPHY = False
-
-log = logging.getLogger(__name__)
+from saltext.kos.utils import kos_cli, kos_microk8s, kos_state
 
 __virtualname__ = "microk8s"
 
-DEFAULT_SNAP_DATA = "/var/snap/microk8s/current"
-
-# Printed (exit 0) by several sub-commands on a node that joined as a worker.
-WORKER_MESSAGE = "This MicroK8s deployment is acting as a node in a cluster."
 STOPPED_MESSAGE = "microk8s is not running, try microk8s start"
-# `refresh-certs --check`: "<sentence> N days." for each certificate, in this order.
-CERT_CHECK_LINES = {
-    "The CA certificate will expire in ": "ca.crt",
-    "The server certificate will expire in ": "server.crt",
-    "The front proxy client certificate will expire in ": "front-proxy-client.crt",
-}
-# A `dbctl backup` archive at or below this size holds no datastore: 1.27+ sometimes writes
-# ~200-byte archives of an empty directory (https://github.com/canonical/microk8s/issues/4259).
-MIN_BACKUP_BYTES = 512
 # The dqlite members this control plane last knew, kept on its disk while it is stopped: the
 # node store microk8s hands the dqlite client (`dqlite -s file://.../backend/cluster.yaml` in
 # https://github.com/canonical/microk8s/blob/master/scripts/wrappers/common/utils.py,
@@ -58,37 +37,7 @@ DQLITE_ROLES = {0: "voter", 1: "standby", 2: "spare"}
 
 
 def __virtual__():
-    return kos_cli.virtual(__virtualname__, "microk8s", "is the snap installed?")
-
-
-def _snap_data(snap_data=None):
-    return snap_data or __salt__["config.get"]("microk8s:snap_data", DEFAULT_SNAP_DATA)
-
-
-def _run(args, secret=False, ok_retcodes=(0,), stdin=None, describe=None):
-    """Run ``microk8s <args>``; ``secret`` keeps tokens and kubeconfigs out of the log;
-    ``describe(result)`` words a failure (default: the CLI's stderr and stdout)."""
-    extra = {"describe": describe} if describe else {}
-    return kos_cli.run(
-        __salt__, ["microk8s", *args], secret=secret, ok_retcodes=ok_retcodes, stdin=stdin, **extra
-    )
-
-
-def _flags(table):
-    return kos_cli.flags(table)
-
-
-def _forget():
-    kos_cli.forget(__context__, __virtualname__)
-
-
-def _change(args, **kwargs):
-    """``_run`` a command that changes the node; what is cached about it goes either way,
-    since a failed command may have changed it too."""
-    try:
-        return _run(args, **kwargs)
-    finally:
-        _forget()
+    return kos_microk8s.virtual(__virtualname__)
 
 
 def status(wait_ready=False, timeout=None):
@@ -118,9 +67,9 @@ def status(wait_ready=False, timeout=None):
     args = ["status", "--format", "yaml"]
     if wait_ready:
         args.append("--wait-ready")
-        args += _flags([("--timeout", timeout)])
+        args += kos_cli.flags([("--timeout", timeout)])
     # 1 means "not ready"; the YAML is still printed.
-    res = _run(args, ok_retcodes=(0, 1))
+    res = kos_microk8s.run(__salt__, args, ok_retcodes=(0, 1))
     out = res["stdout"]
     ret = {
         "running": False,
@@ -130,7 +79,7 @@ def status(wait_ready=False, timeout=None):
         "addons": {},
         "message": "",
     }
-    if out.startswith(WORKER_MESSAGE):
+    if out.startswith(kos_microk8s.WORKER_MESSAGE):
         ret.update(running=None, worker=True, message=out.strip())
     elif out.strip() == STOPPED_MESSAGE:
         ret.update(stopped=True, message=out.strip())
@@ -173,7 +122,7 @@ def is_worker():
 
 def _stored_members(snap_data=None):
     """The dqlite members a stopped control plane last knew, from its own disk."""
-    path = os.path.join(_snap_data(snap_data), DQLITE_MEMBERS)
+    path = os.path.join(kos_microk8s.snap_data(__salt__, snap_data), DQLITE_MEMBERS)
     cannot = (f"microk8s is stopped and {path} cannot be read, so whether this node is in a "
               "cluster cannot be told: start it (microk8s start) first")
     try:
@@ -229,76 +178,6 @@ def is_clustered(snap_data=None):
     return bool(status()["worker"]) or len(cluster_members(snap_data)) > 1
 
 
-def addons():
-    """
-    Return ``{addon: "enabled"|"disabled"}`` for every addon the node knows.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt '*' microk8s.addons
-    """
-    return {name: info["status"] for name, info in status()["addons"].items()}
-
-
-def enable_addon(name, args=None):
-    """
-    Enable an addon (``microk8s enable NAME [ARGS...]``) and return its output.
-
-    name
-        Addon name, optionally qualified with its repository (``core/dns``).
-
-    args
-        List of arguments passed to the addon's enable script.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt '*' microk8s.enable_addon dns
-        salt '*' microk8s.enable_addon metallb args='["10.0.0.240-10.0.0.250"]'
-    """
-    return _change(["enable", name, *[str(a) for a in (args or [])]])["stdout"]
-
-
-def disable_addon(name, args=None, force=False, destroy_storage=False):
-    """
-    Disable an addon (``microk8s disable NAME [ARGS...]``) and return its output.
-
-    name
-        Addon name.
-
-    args
-        List of arguments passed to the addon's disable script.
-
-    force
-        Pass ``--force`` (needed to disable ``ha-cluster`` on a single node).
-
-    destroy_storage
-        For ``hostpath-storage``: also delete the volumes' data. Without it the
-        addon's script asks on stdin, gets no answer and exits 1 after removing the
-        provisioner; that exit is accepted here and the data is kept.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt '*' microk8s.disable_addon registry
-    """
-    target = name
-    ok = (0,)
-    if name in ("hostpath-storage", "core/hostpath-storage"):
-        if destroy_storage:
-            target = f"{name}:destroy-storage"
-        else:
-            ok = (0, 1)
-    cmd = ["disable", target, *[str(a) for a in (args or [])]]
-    if force:
-        cmd.append("--force")
-    return _change(cmd, ok_retcodes=ok, stdin="")["stdout"]
-
-
 def add_node(ttl=None, token=None):
     """
     Issue a join token (``microk8s add-node --format json``).
@@ -321,10 +200,8 @@ def add_node(ttl=None, token=None):
         salt 'k8s-cp-1*' microk8s.add_node ttl=3600
     """
     issued = time.time()
-    res = _run(
-        ["add-node", "--format", "json", *_flags([("--token-ttl", ttl), ("--token", token)])],
-        secret=True,
-    )
+    flags = kos_cli.flags([("--token-ttl", ttl), ("--token", token)])
+    res = kos_microk8s.run(__salt__, ["add-node", "--format", "json", *flags], secret=True)
     try:
         data = json.loads(res["stdout"])
     except ValueError as exc:
@@ -352,8 +229,9 @@ def join(connection, worker=False, skip_verify=False):
 
         salt 'k8s-worker-1*' microk8s.join 10.1.0.11:25000/<token>/<check> worker=True
     """
-    args = ["join", connection, *_flags([("--worker", worker), ("--skip-verify", skip_verify)])]
-    return _change(args, secret=True)["stdout"]
+    args = ["join", connection,
+            *kos_cli.flags([("--worker", worker), ("--skip-verify", skip_verify)])]
+    return kos_microk8s.change(__salt__, __context__, args, secret=True)["stdout"]
 
 
 def leave():
@@ -366,7 +244,7 @@ def leave():
 
         salt 'k8s-worker-1*' microk8s.leave
     """
-    return _change(["leave"])["stdout"]
+    return kos_microk8s.change(__salt__, __context__, ["leave"])["stdout"]
 
 
 def remove_node(node, force=False):
@@ -385,50 +263,88 @@ def remove_node(node, force=False):
 
         salt 'k8s-cp-1*' microk8s.remove_node k8s-worker-2 force=True
     """
-    return _change(["remove-node", node, *_flags([("--force", force)])])["stdout"]
+    args = ["remove-node", node, *kos_cli.flags([("--force", force)])]
+    return kos_microk8s.change(__salt__, __context__, args)["stdout"]
 
 
-def refresh_certs(cert="server.crt"):
+def cert_check(snap_data=None):
     """
-    Regenerate a certificate (``microk8s refresh-certs --cert CERT``); for
-    ``server.crt`` this re-renders ``csr.conf.template`` first, so added SANs land.
+    Return the 12-character fingerprint of the server certificate that join
+    connection strings carry (``/CHECK``): it changes when the certificate is
+    regenerated, which invalidates published connection strings.
 
     CLI Example:
 
     .. code-block:: bash
 
-        salt 'k8s-cp-1*' microk8s.refresh_certs
+        salt 'k8s-cp-1*' microk8s.cert_check
     """
-    return _change(["refresh-certs", "--cert", cert])["stdout"]
+    path = os.path.join(kos_microk8s.snap_data(__salt__, snap_data), "certs", "server.crt")
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            der = ssl.PEM_cert_to_DER_cert(fh.read())
+    except OSError as exc:
+        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
+    return hashlib.sha256(der).hexdigest()[:12]
 
 
-def certificates():
+def token_valid(token, snap_data=None):
     """
-    Return the days left on this control plane's certificates, as ``microk8s
-    refresh-certs --check`` prints them (https://microk8s.io/docs/command-reference#heading--microk8s-refresh-certs): ``{"ca.crt": days,
-    "server.crt": days, "front-proxy-client.crt": days}``, whole days, negative once
-    expired. A worker holds none of them: ``{}``.
+    True when ``token`` is still accepted by this node's cluster agent
+    (listed in ``cluster-tokens.txt`` with a future expiry, or persistent).
 
     CLI Example:
 
     .. code-block:: bash
 
-        salt 'k8s-cp-*' microk8s.certificates
+        salt 'k8s-cp-1*' microk8s.token_valid <token>
     """
-    out = _run(["refresh-certs", "--check"])["stdout"]
-    if out.startswith(WORKER_MESSAGE):
-        return {}
-    ret = {}
-    for line in out.splitlines():
-        for sentence, name in CERT_CHECK_LINES.items():
-            if line.startswith(sentence):
-                try:
-                    ret[name] = int(line[len(sentence):].split()[0])
-                except (IndexError, ValueError) as exc:
-                    raise CommandExecutionError(f"unreadable refresh-certs line: {line!r}") from exc
-    if len(ret) != len(CERT_CHECK_LINES):
-        raise CommandExecutionError(f"microk8s refresh-certs --check printed: {out.strip()!r}")
-    return ret
+    creds = os.path.join(kos_microk8s.snap_data(__salt__, snap_data), "credentials")
+    now = time.time()
+    for name in ("persistent-cluster-tokens.txt", "cluster-tokens.txt"):
+        try:
+            with salt.utils.files.fopen(os.path.join(creds, name)) as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            value, _, expiry = line.strip().partition("|")
+            if value != token:
+                continue
+            if name.startswith("persistent") or not expiry or float(expiry) > now:
+                return True
+    return False
+
+
+def remove_token(token, snap_data=None):
+    """
+    Withdraw a join token this node issued: its line goes from ``cluster-tokens.txt``,
+    where ``add-node`` appended it. True when it was there.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' microk8s.remove_token <token>
+    """
+    path = os.path.join(kos_microk8s.snap_data(__salt__, snap_data), "credentials",
+                        "cluster-tokens.txt")
+    try:
+        with salt.utils.files.fopen(path) as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
+    kept = [line for line in lines if line.strip().partition("|")[0] != token]
+    if len(kept) == len(lines):
+        return False
+    tmp = f"{path}.kos-tmp"
+    with salt.utils.files.fopen(tmp, "w") as fh:
+        fh.write("".join(f"{line}\n" for line in kept))
+    os.chmod(tmp, os.stat(path).st_mode & 0o777)
+    os.replace(tmp, path)
+    return True
 
 
 def start():
@@ -441,7 +357,7 @@ def start():
 
         salt '*' microk8s.start
     """
-    return _change(["start"])["stdout"]
+    return kos_microk8s.change(__salt__, __context__, ["start"])["stdout"]
 
 
 def version():
@@ -454,7 +370,7 @@ def version():
 
         salt '*' microk8s.version
     """
-    words = _run(["version"])["stdout"].split()
+    words = kos_microk8s.run(__salt__, ["version"])["stdout"].split()
     # "MicroK8s v1.31.9 revision 8148"
     if len(words) < 4 or words[0] != "MicroK8s":
         raise CommandExecutionError(f"unexpected microk8s version output: {' '.join(words)}")
@@ -473,8 +389,8 @@ def nodes():
 
         salt 'k8s-cp-1*' microk8s.nodes
     """
-    res = _run(["kubectl", "get", "nodes", "-o", "json"])
-    if res["stdout"].startswith(WORKER_MESSAGE):
+    res = kos_microk8s.run(__salt__, ["kubectl", "get", "nodes", "-o", "json"])
+    if res["stdout"].startswith(kos_microk8s.WORKER_MESSAGE):
         raise CommandExecutionError("this node is a worker: ask a control-plane node")
     try:
         items = json.loads(res["stdout"])["items"]
@@ -499,8 +415,8 @@ def nodes():
 
 
 def _node_command(args):
-    res = _run(["kubectl", *args])
-    if res["stdout"].startswith(WORKER_MESSAGE):
+    res = kos_microk8s.run(__salt__, ["kubectl", *args])
+    if res["stdout"].startswith(kos_microk8s.WORKER_MESSAGE):
         raise CommandExecutionError("this node is a worker: run it on a control-plane node")
     return res["stdout"].strip()
 
@@ -566,203 +482,7 @@ def config():
 
         salt 'k8s-cp-1*' microk8s.config
     """
-    return _run(["config"], secret=True)["stdout"]
-
-
-def cert_check(snap_data=None):
-    """
-    Return the 12-character fingerprint of the server certificate that join
-    connection strings carry (``/CHECK``): it changes when the certificate is
-    regenerated, which invalidates published connection strings.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' microk8s.cert_check
-    """
-    path = os.path.join(_snap_data(snap_data), "certs", "server.crt")
-    try:
-        with salt.utils.files.fopen(path) as fh:
-            der = ssl.PEM_cert_to_DER_cert(fh.read())
-    except OSError as exc:
-        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
-    return hashlib.sha256(der).hexdigest()[:12]
-
-
-def token_valid(token, snap_data=None):
-    """
-    True when ``token`` is still accepted by this node's cluster agent
-    (listed in ``cluster-tokens.txt`` with a future expiry, or persistent).
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' microk8s.token_valid <token>
-    """
-    creds = os.path.join(_snap_data(snap_data), "credentials")
-    now = time.time()
-    for name in ("persistent-cluster-tokens.txt", "cluster-tokens.txt"):
-        try:
-            with salt.utils.files.fopen(os.path.join(creds, name)) as fh:
-                lines = fh.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            value, _, expiry = line.strip().partition("|")
-            if value != token:
-                continue
-            if name.startswith("persistent") or not expiry or float(expiry) > now:
-                return True
-    return False
-
-
-
-def server_sans(snap_data=None):
-    """
-    Return the subject alternative names the API server certificate carries now,
-    ``{"ip": [...], "dns": [...]}`` (``server.crt``; what ``openssl x509 -ext
-    subjectAltName`` shows). IPs are normalised (``2001:db8::1``), names lower-cased.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' microk8s.server_sans
-    """
-    if not HAS_CRYPTOGRAPHY:
-        raise CommandExecutionError("microk8s.server_sans needs the cryptography package")
-    path = os.path.join(_snap_data(snap_data), "certs", "server.crt")
-    try:
-        with salt.utils.files.fopen(path, "rb") as fh:
-            cert = x509.load_pem_x509_certificate(fh.read())
-    except (OSError, ValueError) as exc:
-        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
-    try:
-        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return {"ip": [], "dns": []}
-    return {
-        "ip": [str(ipaddress.ip_address(ip)) for ip in ext.get_values_for_type(x509.IPAddress)],
-        "dns": [name.lower() for name in ext.get_values_for_type(x509.DNSName)],
-    }
-
-
-def remove_token(token, snap_data=None):
-    """
-    Withdraw a join token this node issued: its line goes from ``cluster-tokens.txt``,
-    where ``add-node`` appended it. True when it was there.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' microk8s.remove_token <token>
-    """
-    path = os.path.join(_snap_data(snap_data), "credentials", "cluster-tokens.txt")
-    try:
-        with salt.utils.files.fopen(path) as fh:
-            lines = fh.read().splitlines()
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise CommandExecutionError(f"cannot read {path}: {exc}") from exc
-    kept = [line for line in lines if line.strip().partition("|")[0] != token]
-    if len(kept) == len(lines):
-        return False
-    tmp = f"{path}.kos-tmp"
-    with salt.utils.files.fopen(tmp, "w") as fh:
-        fh.write("".join(f"{line}\n" for line in kept))
-    os.chmod(tmp, os.stat(path).st_mode & 0o777)
-    os.replace(tmp, path)
-    return True
-
-
-def _dbctl_message(res):
-    """The CLI's words: a failing restore/backup can end in a Python traceback; of that only its last line, the exception, is kept."""
-    stderr = (res.get("stderr") or "").strip()
-    if stderr.startswith("Traceback (most recent call last):"):
-        stderr = stderr.splitlines()[-1].strip()
-    return kos_cli.message(dict(res, stderr=stderr))
-
-
-def backup(directory):
-    """
-    Back up the Kubernetes objects of the cluster's datastore (``microk8s dbctl backup
-    -o <directory>/microk8s-<host>-<UTC time>.tar.gz``, https://microk8s.io/docs/backup-restore) on this
-    control plane and return ``{"path", "name" (the file name without .tar.gz, also the
-    directory inside the archive), "key_file" (the cluster CA key that seals it, which
-    only control planes hold), "size", "revision", "keys", "hash"}``; the last three are
-    etcd facts, always None here, kept so callers treat both distributions alike.
-
-    The archive is written with mode 0600 (``directory`` is created 0700). An archive of
-    only a few hundred bytes holds no datastore (an empty directory, as 1.27+ sometimes
-    writes): it is removed and refused.
-
-    directory
-        Where the archive goes.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' microk8s.backup /var/lib/kos/backups
-    """
-    directory = os.path.abspath(directory)
-    host = __grains__["host"]
-    name = f"microk8s-{host}-{kos_backup.stamp()}"
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    path = os.path.join(directory, name + ".tar.gz")
-    old = os.umask(0o077)
-    try:
-        _run(["dbctl", "backup", "-o", path], describe=_dbctl_message)
-    finally:
-        os.umask(old)
-    try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise CommandExecutionError(
-            f"microk8s dbctl backup reported success but wrote no {path}"
-        ) from exc
-    if size <= MIN_BACKUP_BYTES:
-        os.unlink(path)
-        raise CommandExecutionError(
-            f"microk8s dbctl backup wrote an empty archive ({size} bytes, removed): the "
-            "datastore was not exported (a known dbctl problem on 1.27+, "
-            "canonical/microk8s#4259); check that k8s-dqlite runs and try again"
-        )
-    return {
-        "path": path,
-        "name": name,
-        "key_file": os.path.join(_snap_data(), "certs", "ca.key"),
-        "size": size,
-        "revision": None,
-        "keys": None,
-        "hash": None,
-    }
-
-
-def restore_from(path):
-    """
-    Write the Kubernetes objects of a ``dbctl backup`` archive back into the running
-    datastore (``microk8s dbctl restore PATH``, https://microk8s.io/docs/backup-restore). Run it on one control
-    plane: dqlite replicates it to the others. Only objects come back: not certificates,
-    service arguments, addon state files or volume data. Raises with the CLI's words
-    (``Please ensure the kubernetes apiserver is running and HA is enabled.``, ``Restore
-    process failed. N``, or the exception of an unreadable archive).
-
-    path
-        The ``.tar.gz`` archive; the directory inside must carry its base name.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt 'k8s-cp-1*' microk8s.restore_from /root/microk8s-k8s-cp-1-20261127T180000Z.tar.gz
-    """
-    _change(["dbctl", "restore", path], describe=_dbctl_message)
-    return True
+    return kos_microk8s.run(__salt__, ["config"], secret=True)["stdout"]
 
 
 def upgrade_facts():

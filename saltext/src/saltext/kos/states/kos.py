@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from salt.exceptions import CommandExecutionError
 
-from saltext.kos.utils import kos_backup
+from saltext.kos.utils import kos_backup, kos_state
 
 __virtualname__ = "kos"
 # Every Kubernetes node's place in its cluster (kos.kubernetes_state), in the mine.
@@ -27,12 +27,12 @@ def pillar_valid(name):
     Fail, naming every bad key, when this minion's pillar is invalid. Run it
     first with ``failhard: True`` so nothing changes on bad input.
     """
-    ret = {"name": name, "result": True, "changes": {}, "comment": "pillar is valid"}
+    ret = kos_state.ret(name)
     try:
         __salt__["kos.validate_pillar"]()
     except CommandExecutionError as exc:
-        ret["result"] = False
-        ret["comment"] = str(exc)
+        return kos_state.fail(ret, exc)
+    ret["comment"] = "pillar is valid"
     return ret
 
 
@@ -52,7 +52,7 @@ def converged(name, hosts=None, refresh_pillar=False):
         Once noted, ask the minion to refresh its in-memory pillar (its schedule, its mine
         functions), without waiting: the orchestration did not refresh it before this run.
     """
-    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    ret = kos_state.ret(name)
     # Salt hands __running__ over frozen: every result is a Mapping, not a dict
     failed = sorted(tag for tag, res in __running__.items()
                     if isinstance(res, Mapping) and res.get("result") is False)
@@ -65,9 +65,7 @@ def converged(name, hosts=None, refresh_pillar=False):
     try:
         __salt__["kos.record_converged"](tree=name, hosts=hosts)
     except (OSError, CommandExecutionError) as exc:
-        ret["result"] = False
-        ret["comment"] = f"cannot note this converge: {exc}"
-        return ret
+        return kos_state.fail(ret, f"cannot note this converge: {exc}")
     ret["comment"] = "noted what this converge was made of"
     # A node that joined in this run says so in the mine now, not at the next
     # mine_interval: the first control plane's init guard (kos.sole_cluster) and the
@@ -97,7 +95,7 @@ def sole_cluster(name):
     node rejoin through a joined control plane instead (or refuses, when none is joined),
     this guards a plain ``state.highstate``.
     """
-    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    ret = kos_state.ret(name)
     me = __salt__["kos.kubernetes_state"]()
     if not me or not me.get("first"):
         ret["comment"] = "not the first control plane: nothing to guard"
@@ -129,7 +127,7 @@ def backups_kept(name, incoming, keep=7):
     newest there (their names end in their UTC time). Changes: what was filed and what
     was removed.
     """
-    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    ret = kos_state.ret(name)
     pushed = sorted(p for p in glob.glob(os.path.join(incoming, "*", "files", "**", "*"),
                                          recursive=True)
                     if kos_backup.is_sealed(p) and os.path.isfile(p))

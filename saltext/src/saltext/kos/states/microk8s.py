@@ -1,13 +1,12 @@
 """
-Converge MicroK8s nodes: running services, addons, extra certificate SANs, the join
-credential each joining node gets for itself, and cluster membership.
+Converge MicroK8s nodes: running services, the join credential each joining node gets
+for itself, cluster membership, and the Kubernetes nodes as a control plane sees them
+(drained, removed, uncordoned, Ready). Addons and certificates have their own state
+modules (``microk8s_addons``, ``microk8s_certs``).
 
 Join tokens never appear in a state's changes or comment.
 """
 
-import ipaddress
-import os
-import re
 import secrets
 import time
 
@@ -17,11 +16,6 @@ from saltext.kos.utils import kos_state
 
 __virtualname__ = "microk8s"
 
-SAN_MARKER = "#MOREIPS"
-# SAN ids from here on belong to this state; lower ids are the snap's own or the operator's.
-MANAGED_SAN_ID = 100
-ADDONS_RECORD = "microk8s-addons.json"
-
 
 def __virtual__():
     # Loads without the microk8s command too: a test run on a node without the snap
@@ -29,28 +23,8 @@ def __virtual__():
     return __virtualname__
 
 
-def _ret(name):
-    return kos_state.ret(name)
-
-
-def _fail(ret, exc):
-    return kos_state.fail(ret, exc)
-
-
 def _installed():
     return "microk8s.status" in __salt__
-
-
-def _missing(ret, what, changes):
-    """Nothing to ask on a node without the snap: test mode predicts ``changes``."""
-    ret = kos_state.missing_module(ret, __opts__, "microk8s", what)
-    if __opts__["test"]:
-        ret["changes"] = changes
-    return ret
-
-
-def _snap_data(snap_data=None):
-    return snap_data or __salt__["config.get"]("microk8s:snap_data", "/var/snap/microk8s/current")
 
 
 def running(name, timeout=120):
@@ -60,9 +34,10 @@ def running(name, timeout=120):
     timeout
         Seconds to wait for the node to become ready.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if not _installed():
-        return _missing(ret, "start microk8s", {"running": {"old": False, "new": True}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", "start microk8s", {"running": {"old": False, "new": True}})
     try:
         st = __salt__["microk8s.status"]()
         if st["worker"] or st["running"]:
@@ -82,208 +57,8 @@ def running(name, timeout=120):
             return ret
         ret["comment"] = "microk8s started"
     except CommandExecutionError as exc:
-        return _fail(ret, exc)
+        return kos_state.fail(ret, exc)
     return ret
-
-
-def _addon(name, want, args=None, force=False, destroy_storage=False, record=None):
-    ret = _ret(name)
-    short = name.split("/", 1)[-1]
-    args = [str(a) for a in (args or [])]
-    verb = "enable" if want == "enabled" else "disable"
-    if not _installed():
-        return _missing(ret, f"{verb} addon {short}", {short: {"old": None, "new": want}})
-    record = record or kos_state.state_file(__salt__, ADDONS_RECORD)
-    applied = kos_state.read_json(record) or {}
-    try:
-        current = __salt__["microk8s.addons"]()
-        if short not in current:
-            return _fail(ret, f"addon {name} is not available on this node")
-        # microk8s keeps no record of an addon's arguments: this state does
-        again = want == "enabled" and current[short] == want and applied.get(short, args) != args
-        if current[short] == want and not again:
-            if want == "enabled" and short not in applied and not __opts__["test"]:
-                kos_state.write_json(record, dict(applied, **{short: args}))
-            ret["comment"] = f"addon {short} is already {want}"
-            return ret
-        if again:
-            ret["changes"] = {short: {"old": {"args": applied[short]}, "new": {"args": args}}}
-        else:
-            ret["changes"] = {short: {"old": current[short], "new": want}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = (f"addon {short} would be enabled again with its new arguments"
-                              if again else f"addon {short} would be {want}")
-            return ret
-        if again:
-            # `enable` on an enabled addon only says it is enabled and changes nothing: disable first
-            __salt__["microk8s.disable_addon"](name)
-        if want == "enabled":
-            __salt__["microk8s.enable_addon"](name, args=args)
-        else:
-            __salt__["microk8s.disable_addon"](
-                name, args=args, force=force, destroy_storage=destroy_storage
-            )
-        after = __salt__["microk8s.addons"]().get(short)
-        if after != want:
-            ret["result"] = False
-            ret["comment"] = f"microk8s {verb} {short} ran but the addon is {after}"
-            return ret
-        applied.pop(short, None)
-        if want == "enabled":
-            applied[short] = args
-        kos_state.write_json(record, applied)
-        ret["comment"] = (f"addon {short} enabled again with its new arguments" if again
-                          else f"addon {short} {want}")
-    except (OSError, CommandExecutionError) as exc:
-        return _fail(ret, f"microk8s {verb} {name} failed: {exc}")
-    return ret
-
-
-def addon_enabled(name, args=None, record=None):
-    """
-    Ensure an addon is enabled with ``args``. An addon enabled earlier with other
-    arguments (a new MetalLB range) is disabled and enabled again.
-
-    args
-        Arguments for the addon's enable script (e.g. a MetalLB range).
-
-    record
-        Where the arguments of the addons this state enabled are kept (default
-        ``<kos:state_dir>/microk8s-addons.json``): microk8s itself does not keep them.
-    """
-    return _addon(name, "enabled", args=args, record=record)
-
-
-def addon_disabled(name, args=None, force=False, destroy_storage=False, record=None):
-    """
-    Ensure an addon is disabled.
-
-    force
-        Needed to disable ``ha-cluster`` on a single node.
-
-    destroy_storage
-        ``hostpath-storage`` only: delete the volumes' data too.
-    """
-    return _addon(name, "disabled", args=args, force=force, destroy_storage=destroy_storage,
-                  record=record)
-
-
-def _san_kind(san):
-    """``IP`` for an address (v4 or v6), ``DNS`` for anything else ("cafe" is a name)."""
-    try:
-        ipaddress.ip_address(san)
-        return "IP"
-    except ValueError:
-        return "DNS"
-
-
-def _render_sans(template, sans):
-    """Return the template with our SAN lines (ids >= MANAGED_SAN_ID) set to ``sans``."""
-    kept = [
-        line
-        for line in template.splitlines()
-        if not (
-            (m := re.match(r"^(IP|DNS)\.(\d+)\s*=", line)) and int(m.group(2)) >= MANAGED_SAN_ID
-        )
-    ]
-    ours = []
-    counters = {"IP": MANAGED_SAN_ID, "DNS": MANAGED_SAN_ID}
-    for san in sans:
-        kind = _san_kind(san)
-        ours.append(f"{kind}.{counters[kind]} = {san}")
-        counters[kind] += 1
-    out = []
-    for line in kept:
-        if line.strip() == SAN_MARKER:
-            out.extend(ours)
-        out.append(line)
-    return "\n".join(out) + "\n"
-
-
-def _current_sans(template):
-    return [
-        m.group(3)
-        for line in template.splitlines()
-        if (m := re.match(r"^(IP|DNS)\.(\d+)\s*=\s*(\S+)", line))
-        and int(m.group(2)) >= MANAGED_SAN_ID
-    ]
-
-
-def _missing_from(cert, sans):
-    """The SANs in ``sans`` that certificate SANs ``cert`` (``microk8s.server_sans``) lack."""
-    ips = {ipaddress.ip_address(ip) for ip in cert["ip"]}
-    names = set(cert["dns"])
-    return [
-        san for san in sans
-        if (ipaddress.ip_address(san) not in ips if _san_kind(san) == "IP"
-            else san.lower() not in names)
-    ]
-
-
-def extra_sans(name, sans, snap_data=None):
-    """
-    Ensure the API server certificate carries ``sans`` (IP addresses or DNS names,
-    e.g. a floating IP). Done means ``server.crt`` carries them, whatever the
-    template says: they are written into ``csr.conf.template`` above the ``#MOREIPS``
-    marker, then ``microk8s refresh-certs --cert server.crt`` re-renders the template
-    and regenerates the certificate (clustered nodes do not pick up template edits on
-    their own). A failed refresh fails the state with the CLI's message and puts the
-    template back, so the next run tries again.
-
-    sans
-        The complete list this state manages; entries it added earlier and that
-        are no longer listed are removed.
-
-    snap_data
-        The snap's data directory (default ``/var/snap/microk8s/current``).
-    """
-    ret = _ret(name)
-    sans = [str(s) for s in (sans or [])]
-    if not _installed():
-        return _missing(ret, "put the extra SANs into the API server certificate",
-                        {"sans": {"old": None, "new": sans}})
-    path = os.path.join(_snap_data(snap_data), "certs", "csr.conf.template")
-    template = kos_state.read_text(path)
-    if template is None:
-        return _fail(ret, f"cannot read {path}")
-    if SAN_MARKER not in template:
-        return _fail(ret, f"{path} has no {SAN_MARKER} line: cannot place extra SANs")
-    old = _current_sans(template)
-    try:
-        lacking = _missing_from(__salt__["microk8s.server_sans"](snap_data), sans)
-    except CommandExecutionError as exc:
-        return _fail(ret, exc)
-    if old == sans and not lacking:
-        ret["comment"] = "the API server certificate has the extra SANs"
-        return ret
-    ret["changes"] = {"sans": {"old": old, "new": sans}}
-    if lacking:
-        ret["changes"]["certificate"] = {"old": {"lacks": lacking}, "new": {"lacks": []}}
-    if __opts__["test"]:
-        ret["result"] = None
-        ret["comment"] = "csr.conf.template would be updated and server.crt regenerated"
-        return ret
-    mode = os.stat(path).st_mode & 0o777
-    try:
-        kos_state.write_file(path, _render_sans(template, sans), mode=mode)
-        __salt__["microk8s.refresh_certs"]("server.crt")
-        lacking = _missing_from(__salt__["microk8s.server_sans"](snap_data), sans)
-        if lacking:
-            raise CommandExecutionError(
-                f"refresh-certs ran but server.crt lacks {', '.join(lacking)}")
-    except (OSError, CommandExecutionError) as exc:
-        try:
-            kos_state.write_file(path, template, mode=mode)
-        except OSError:
-            pass
-        return _fail(ret, f"updating the certificate SANs failed: {exc}")
-    ret["comment"] = "extra SANs written and server.crt regenerated"
-    return ret
-
-
-def _published(path):
-    return kos_state.read_json(path)
 
 
 def _credential_left(doc, now, min_remaining, check, snap_data):
@@ -332,17 +107,17 @@ def join_credential_present(name, role, ttl=900, min_remaining=300, cidr=None, s
         Use the connection string whose address is in this network (the private
         network); default: the node's default address.
     """
-    ret = _ret(name)
-    if role not in ("worker", "control_plane"):
-        return _fail(ret, f"role must be worker or control_plane, not {role!r}")
-    if int(ttl) <= int(min_remaining):
-        return _fail(ret, f"ttl ({ttl}) must be larger than min_remaining ({min_remaining})")
+    ret = kos_state.ret(name)
+    problem = kos_state.credential_problem(role, ttl, min_remaining)
+    if problem:
+        return kos_state.fail(ret, problem)
     if not _installed():
-        return _missing(ret, f"issue a join credential for {name}",
-                        {"credential": {"old": None, "new": {"role": role, "ttl": int(ttl)}}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", f"issue a join credential for {name}",
+            {"credential": {"old": None, "new": {"role": role, "ttl": int(ttl)}}})
     path = kos_state.credential_file(__salt__, name)
     now = time.time()
-    current = _published(path)
+    current = kos_state.read_json(path)
     issued = None
     try:
         check = __salt__["microk8s.cert_check"](snap_data)
@@ -363,7 +138,7 @@ def join_credential_present(name, role, ttl=900, min_remaining=300, cidr=None, s
             ret["comment"] = f"a join credential for {name} would be issued ({reason})"
             return ret
         if cidr and not __salt__["network.ip_addrs"](cidr=cidr, include_loopback=True):
-            return _fail(ret, f"this node has no address in {cidr}: no credential issued")
+            return kos_state.fail(ret, f"this node has no address in {cidr}: no credential issued")
         # our own token (as Canonical's charm does): known before add-node, so it can be
         # withdrawn whatever fails after
         issued = secrets.token_hex(16)
@@ -397,7 +172,7 @@ def join_credential_present(name, role, ttl=900, min_remaining=300, cidr=None, s
                 kos_state.remove(path)
             except (OSError, CommandExecutionError):
                 pass
-        return _fail(ret, f"issuing a join credential for {name} failed: {exc}")
+        return kos_state.fail(ret, f"issuing a join credential for {name} failed: {exc}")
     ret["changes"]["credential"]["new"]["expires"] = doc["expires"]
     ret["comment"] = f"join credential for {name} ({role}) issued and published ({reason})"
     return ret
@@ -412,7 +187,7 @@ def join_credentials_absent(name, nodes=None, snap_data=None):
     nodes
         Minion ids whose credentials go; None: every credential issued here.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     issued = kos_state.credential_nodes(__salt__)
     nodes = issued if nodes is None else [n for n in nodes if n in issued]
     if not nodes:
@@ -426,21 +201,15 @@ def join_credentials_absent(name, nodes=None, snap_data=None):
     try:
         for node in nodes:
             path = kos_state.credential_file(__salt__, node)
-            token = ((_published(path) or {}).get("connection") or "").split("/")[1:2]
+            token = ((kos_state.read_json(path) or {}).get("connection") or "").split("/")[1:2]
             if token and _installed():
                 __salt__["microk8s.remove_token"](token[0], snap_data)
             kos_state.remove(path)
             kos_state.withdraw_credential(__salt__, node)
     except (OSError, CommandExecutionError) as exc:
-        return _fail(ret, f"revoking the join credentials failed: {exc}")
+        return kos_state.fail(ret, f"revoking the join credentials failed: {exc}")
     ret["comment"] = f"join credentials revoked: {', '.join(ret['changes']['credentials']['old'])}"
     return ret
-
-
-def _in_cluster():
-    """A worker that joined, or a control plane whose datastore has other members: a stopped
-    one is judged by the members it last knew (``microk8s.is_clustered``), never as alone."""
-    return __salt__["microk8s.is_clustered"]()
 
 
 def cluster_joined(name, source, role="worker", mine_function=None, min_remaining=60):
@@ -466,18 +235,20 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
     min_remaining
         Refuse a credential with less than this many seconds left.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if role not in ("worker", "control_plane"):
-        return _fail(ret, f"role must be worker or control_plane, not {role!r}")
+        return kos_state.fail(ret, f"role must be worker or control_plane, not {role!r}")
     changes = {"cluster": {"old": "standalone", "new": f"joined {source} as {role}"}}
     if not _installed():
-        return _missing(ret, f"join the cluster of {source} as {role}", changes)
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", f"join the cluster of {source} as {role}", changes)
     me = __opts__["id"]
     mine_function = mine_function or kos_state.mine_key(me)
     try:
-        member = _in_cluster()
+        # a stopped control plane counts by the members it last knew, never as alone
+        member = __salt__["microk8s.is_clustered"]()
     except CommandExecutionError as exc:
-        return _fail(ret, exc)
+        return kos_state.fail(ret, exc)
     try:
         if member:
             ret["comment"] = "already part of a cluster"
@@ -490,15 +261,15 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
         info, problem = kos_state.issued_credential(
             __salt__, source, me, role, mine_function, "connection", min_remaining)
         if problem:
-            return _fail(ret, problem)
+            return kos_state.fail(ret, problem)
         out = __salt__["microk8s.join"](info["connection"], worker=(role == "worker"))
-        if not _in_cluster():
+        if not __salt__["microk8s.is_clustered"]():
             ret["result"] = False
             ret["comment"] = f"microk8s join reported success but the node is alone: {out}"
             return ret
         ret["comment"] = f"joined the cluster of {source} as {role}"
     except CommandExecutionError as exc:
-        return _fail(ret, f"microk8s join failed: {exc}")
+        return kos_state.fail(ret, f"microk8s join failed: {exc}")
     return ret
 
 
@@ -511,84 +282,29 @@ def cluster_left(name):
     https://github.com/canonical/microk8s/blob/master/microk8s-resources/wrappers/microk8s-leave.wrapper),
     so the node must be started first.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if not _installed():
         ret["comment"] = "microk8s is not installed: no cluster to leave"
         return ret
     try:
-        if not _in_cluster():
+        if not __salt__["microk8s.is_clustered"]():
             ret["comment"] = "not part of a cluster"
             return ret
         if __salt__["microk8s.status"]()["stopped"]:
-            return _fail(ret, "microk8s is stopped and this node is still a member of its "
-                              "cluster's datastore; microk8s leave needs it running: start it "
-                              "(microk8s start), then leave")
+            return kos_state.fail(ret, "microk8s is stopped and this node is still a member "
+                                       "of its cluster's datastore; microk8s leave needs it "
+                                       "running: start it (microk8s start), then leave")
         ret["changes"] = {"cluster": {"old": "member", "new": "standalone"}}
         if __opts__["test"]:
             ret["result"] = None
             ret["comment"] = "would leave the cluster"
             return ret
         __salt__["microk8s.leave"]()
-        if _in_cluster():
-            return _fail(ret, "microk8s leave ran but the node is still in a cluster")
+        if __salt__["microk8s.is_clustered"]():
+            return kos_state.fail(ret, "microk8s leave ran but the node is still in a cluster")
         ret["comment"] = "left the cluster"
     except CommandExecutionError as exc:
-        return _fail(ret, f"microk8s leave failed: {exc}")
-    return ret
-
-
-# What refresh-certs regenerates without the nodes leaving the cluster
-# (https://microk8s.io/docs/command-reference#heading--microk8s-refresh-certs): not ca.crt.
-RENEWABLE = ("server.crt", "front-proxy-client.crt")
-
-
-def certificates_renewed(name, within_days=30, force=False):
-    """
-    This control plane's server and front-proxy client certificates have at least
-    ``within_days`` days left: when one has fewer (or with ``force``), ``microk8s
-    refresh-certs --cert <it>`` (which restarts this node's services). The CA (ten years)
-    is left alone: replacing it makes every other node leave and join again; the comment
-    says when it is close.
-
-    name
-        A label.
-    within_days
-        Renew when a certificate has fewer days left than this.
-    force
-        Renew both whatever is left.
-    """
-    ret = _ret(name)
-    if not _installed():
-        return _missing(ret, "renew the control plane's certificates", {})
-    try:
-        left = __salt__["microk8s.certificates"]()
-    except CommandExecutionError as exc:
-        return _fail(ret, exc)
-    due = {cert: left[cert] for cert in RENEWABLE
-           if cert in left and (force or left[cert] < within_days)}
-    ca_note = ""
-    if left.get("ca.crt", within_days) < within_days:
-        ca_note = (f"; the CA has {left['ca.crt']} days left: renew it by hand "
-                   "(microk8s refresh-certs --cert ca.crt), then every other node leaves and "
-                   "joins again")
-    if not due:
-        ret["comment"] = (f"the server and front-proxy client certificates have {within_days} "
-                          f"days or more left{ca_note}" if left
-                          else "this node holds no certificate to renew (a worker)")
-        return ret
-    if __opts__["test"]:
-        ret["result"] = None
-        ret["changes"] = {"certificates": {"old": due, "new": "renewed"}}
-        ret["comment"] = "would renew " + ", ".join(due) + ca_note
-        return ret
-    try:
-        for cert in due:
-            __salt__["microk8s.refresh_certs"](cert)
-        after = __salt__["microk8s.certificates"]()
-    except CommandExecutionError as exc:
-        return _fail(ret, exc)
-    ret["changes"] = {"certificates": {"old": due, "new": {c: after.get(c) for c in due}}}
-    ret["comment"] = "renewed " + ", ".join(due) + ca_note
+        return kos_state.fail(ret, f"microk8s leave failed: {exc}")
     return ret
 
 
@@ -613,9 +329,11 @@ def node_drained(name, timeout=None, absent_ok=False):
         A node that is not registered (it left already) is fine: a removal that stopped
         half-way runs again. An upgrade leaves it False: its node must be there.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if not _installed():
-        return _missing(ret, f"drain node {name}", {"schedulable": {"old": True, "new": False}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", f"drain node {name}",
+            {"schedulable": {"old": True, "new": False}})
     try:
         if absent_ok and name not in __salt__["microk8s.nodes"]():
             ret["comment"] = f"node {name} is not registered in the cluster"
@@ -632,10 +350,11 @@ def node_drained(name, timeout=None, absent_ok=False):
             return ret
         __salt__["microk8s.drain"](name, timeout=timeout)
         if not _node(name)["unschedulable"]:
-            return _fail(ret, f"kubectl drain {name} ran but the node is still schedulable")
+            return kos_state.fail(
+                ret, f"kubectl drain {name} ran but the node is still schedulable")
         ret["comment"] = f"node {name} drained"
     except CommandExecutionError as exc:
-        return _fail(ret, f"draining {name} failed: {exc}")
+        return kos_state.fail(ret, f"draining {name} failed: {exc}")
     return ret
 
 
@@ -648,9 +367,11 @@ def node_removed(name, force=False):
     force
         Also when the node never left (its server is gone): ``remove-node --force``.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if not _installed():
-        return _missing(ret, f"remove node {name}", {"member": {"old": True, "new": False}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", f"remove node {name}",
+            {"member": {"old": True, "new": False}})
     try:
         if name not in __salt__["microk8s.nodes"]():
             ret["comment"] = f"node {name} is not in the cluster"
@@ -662,18 +383,21 @@ def node_removed(name, force=False):
             return ret
         __salt__["microk8s.remove_node"](name, force=force)
         if name in __salt__["microk8s.nodes"]():
-            return _fail(ret, f"microk8s remove-node {name} ran but the node is still listed")
+            return kos_state.fail(
+                ret, f"microk8s remove-node {name} ran but the node is still listed")
         ret["comment"] = f"node {name} removed from the cluster"
     except CommandExecutionError as exc:
-        return _fail(ret, f"removing node {name} failed: {exc}")
+        return kos_state.fail(ret, f"removing node {name} failed: {exc}")
     return ret
 
 
 def node_uncordoned(name):
     """Ensure node ``name`` takes Pods again (run on a control plane)."""
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if not _installed():
-        return _missing(ret, f"uncordon node {name}", {"schedulable": {"old": False, "new": True}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", f"uncordon node {name}",
+            {"schedulable": {"old": False, "new": True}})
     try:
         if not _node(name)["unschedulable"]:
             ret["comment"] = f"node {name} is schedulable"
@@ -685,10 +409,11 @@ def node_uncordoned(name):
             return ret
         __salt__["microk8s.uncordon"](name)
         if _node(name)["unschedulable"]:
-            return _fail(ret, f"kubectl uncordon {name} ran but the node is still cordoned")
+            return kos_state.fail(
+                ret, f"kubectl uncordon {name} ran but the node is still cordoned")
         ret["comment"] = f"node {name} uncordoned"
     except CommandExecutionError as exc:
-        return _fail(ret, f"uncordoning {name} failed: {exc}")
+        return kos_state.fail(ret, f"uncordoning {name} failed: {exc}")
     return ret
 
 
@@ -707,12 +432,13 @@ def node_ready(name, track, timeout=180, interval=2):
     timeout
         Seconds to wait.
     """
-    ret = _ret(name)
+    ret = kos_state.ret(name)
     if not isinstance(track, str):
         # YAML reads 1.30 as the number 1.3
-        return _fail(ret, f"track must be a string such as '1.32', got {track!r}")
+        return kos_state.fail(ret, f"track must be a string such as '1.32', got {track!r}")
     if not _installed():
-        return _missing(ret, f"see node {name} Ready on {track}", {})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "microk8s", f"see node {name} Ready on {track}", {})
     if __opts__["test"]:
         ret["comment"] = f"would wait for node {name} to be Ready on {track}"
         return ret
@@ -736,4 +462,4 @@ def node_ready(name, track, timeout=180, interval=2):
         seen = f"could not be read: {node['error']}"
     else:
         seen = f"is {'Ready' if node['ready'] else 'NotReady'} on {node.get('version')}"
-    return _fail(ret, f"node {name} {seen} after {timeout} s; expected Ready on {track}")
+    return kos_state.fail(ret, f"node {name} {seen} after {timeout} s; expected Ready on {track}")

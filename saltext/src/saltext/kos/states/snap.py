@@ -19,13 +19,6 @@ def _channel(tracking):
     return tracking if "/" in tracking else f"latest/{tracking}"
 
 
-def _missing(ret, what, changes):
-    ret = kos_state.missing_module(ret, __opts__, "snap", what)
-    if __opts__["test"]:
-        ret["changes"] = changes
-    return ret
-
-
 def installed(name, channel, classic=False, refresh=True):
     """
     Ensure snap ``name`` is installed and tracks ``channel``.
@@ -48,8 +41,9 @@ def installed(name, channel, classic=False, refresh=True):
     ret = kos_state.ret(name)
     want = _channel(channel)
     if "snap.list" not in __salt__:
-        return _missing(ret, f"install {name} from {want}",
-                        {"channel": {"old": None, "new": want}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "snap", f"install {name} from {want}",
+            {"channel": {"old": None, "new": want}})
     try:
         current = __salt__["snap.list"](name).get(name)
         if current and _channel(current["tracking"]) == want:
@@ -89,7 +83,9 @@ def held(name):
     """
     ret = kos_state.ret(name)
     if "snap.list" not in __salt__:
-        return _missing(ret, f"hold refreshes of {name}", {"held": {"old": False, "new": True}})
+        return kos_state.missing_module_predicting(
+            ret, __opts__, "snap", f"hold refreshes of {name}",
+            {"held": {"old": False, "new": True}})
     try:
         if not __salt__["snap.list"](name).get(name):
             if __opts__["test"]:
