@@ -17,9 +17,7 @@ and pillar the minions already have.
 import hashlib
 from pathlib import Path
 
-from saltext.kos.utils import kos_release
-
-from .salt import tree_files
+from .salt import release_files, tree_files
 
 CLOUD_LAYERS = "_*.sls"
 TREE_MARK = ".kos-tree"
@@ -34,7 +32,7 @@ def _local_files(root, extra=None):
 def local_state_tree(settings):
     """``{relative path: sha256}`` of the state tree kos pushes: the formula and the
     extension's release."""
-    return _local_files(settings.formula_dir, kos_release.files())
+    return _local_files(settings.formula_dir, release_files())
 
 
 def _remote_files(master, directory):

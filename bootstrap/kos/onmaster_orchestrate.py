@@ -15,7 +15,7 @@ from .onmaster_summary import comment_text, orchestration_summary, state_summary
 # Jobs the orchestration publishes that are Salt's own bookkeeping, not progress.
 QUIET_FUNS = ("saltutil.find_job", "test.ping", "saltutil.running")
 # Jobs that run an orchestration: state.orchestrate, and the master's reactor's runner,
-# which runs orch.deploy for a minion that starts (salt://_runners/kos_reactor.py).
+# which runs orch.deploy for a minion that starts (saltext.kos.runners.kos_reactor).
 ORCHESTRATIONS = ("runner.state.orchestrate", "runner.kos_reactor.started")
 # How long the lock and an orchestration wait for the reactor's converge of a minion that
 # started, by default.

@@ -23,9 +23,11 @@ import shlex
 import tarfile
 from pathlib import Path
 
+from saltext.kos.utils import kos_release
+
 from . import trust, ui
 from .channel import Channel, busy_error
-from .errors import ConvergeError, Interrupted
+from .errors import ConvergeError, Interrupted, KosError
 from .onmaster_summary import state_summary
 from .state import describe_holder
 
@@ -500,6 +502,18 @@ def report_return(event):
         ui.fail(f"{minion}: {fun} failed: {'; '.join(errors)[:300]}")
     else:
         ui.ok(f"{minion}: {what}")
+
+
+def release_files():
+    """The release of the extension installed here (``{path: bytes}`` under kos/release),
+    which kos pushes with the formula."""
+    try:
+        return kos_release.files()
+    except kos_release.ReleaseError as exc:
+        raise KosError(
+            f"cannot build the release of saltext.kos the master serves: {exc}",
+            fix="reinstall kos with its dependencies (make venv), then re-run",
+        ) from exc
 
 
 def tree_files(source, extra=None):

@@ -47,7 +47,7 @@ schedule:
 
 # A master that joins a top master checks every minute that its salt-syndic still listens
 # to the top, and restarts it when the top publishes again after a restart (Salt 3008's
-# syndic does not subscribe again by itself: salt://_modules/kos_syndic.py).
+# syndic does not subscribe again by itself: saltext.kos.modules.kos_syndic).
 schedule:
   kos-syndic:
     function: kos_syndic.heal

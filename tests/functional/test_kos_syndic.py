@@ -1,5 +1,5 @@
 """
-salt://_modules/kos_syndic.py through Salt's loader, against real processes and sockets on
+saltext.kos.modules.kos_syndic through Salt's loader, against real processes and sockets on
 loopback: a listening socket stands for the top master's publisher, a child process that
 holds (or does not hold) a connection to it for salt-syndic. And the pillar that schedules
 it, compiled by Salt from the repository's pillar tree: on a master that joins a top

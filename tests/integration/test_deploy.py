@@ -6,10 +6,10 @@ workers join it over the test bridge, each with the credential the control plane
 for it alone.
 """
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import (
-    DOMAIN_SLS, EMPTY, REPO, STANDINS, by_id, converged, highstated, mine_digest, orchestrate,
+    DOMAIN_SLS, EMPTY, STANDINS, by_id, converged, highstated, mine_digest, orchestrate,
     ran_on,
 )
 
@@ -91,8 +91,7 @@ def test_every_step_succeeded_in_order(deployed, deployment):
     results = step_results(deployed)
     assert all(results.values()), results
     steps = order(deployed)
-    expected = ["kos-orch-deploy-sync-utils", "kos-orch-deploy-sync-modules",
-                "kos-orch-deploy-sync-states", "kos-orch-deploy-validate",
+    expected = ["kos-orch-deploy-extension", "kos-orch-deploy-validate",
                 "kos-orch-deploy-first-control-plane", "kos-orch-deploy-credentials-workers",
                 "kos-orch-deploy-wave", "kos-orch-deploy-revoke"]
     assert [i for i in steps if i in expected] == expected
@@ -104,24 +103,21 @@ def test_every_step_succeeded_in_order(deployed, deployment):
     DEMO["steps"] = steps
 
 
-def test_every_minion_has_the_extension_modules_the_formula_ships_for_minions(
-    deployed, salt_cli, deployment
+def test_every_minion_runs_the_release_of_the_extension_the_master_serves(
+    deployed, salt_cli, deployment, release_root
 ):
-    """The orchestration syncs only some kinds of extension module: every kind the formula
-    ships must be one of them, but the master's own (its job cache, its engine, its
-    reactor's runner)."""
-    masters = {"returners", "engines", "runners"}
-    shipped = {
-        kind.name[1:]: {p.stem for p in kind.glob("*.py")}
-        for kind in (REPO / "salt" / "salt").glob("_*")
-        if kind.is_dir() and kind.name[1:] not in masters
-    }
-    for name in ("k8s-cp-1", "k8s-worker-1"):
-        # the minions run on this machine (in namespaces of their own network only)
-        ext = Path(salt_cli.run("config.get", "extension_modules",
-                                minion_tgt=deployment.fqdn(name)).data)
-        present = {kind: {p.stem for p in (ext / kind).glob("*.py")} for kind in shipped}
-        assert present == shipped, name
+    """The orchestration's first step put the master's release on every minion it
+    converges: each wheel fetched into the minion's cache with the SHA-256 release.yaml
+    names, and saltext.kos at the release's version in the Python that runs the minion."""
+    index = yaml.safe_load((release_root / "kos" / "release" / "release.yaml").read_text())
+    for name in ("salt", "k8s-cp-1", "k8s-worker-1"):
+        minion = deployment.fqdn(name)
+        cache = Path(salt_cli.run("config.get", "cachedir", minion_tgt=minion).data)
+        for wheel in index["wheels"]:
+            data = (cache / "kos-release" / wheel["file"]).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == wheel["sha256"], (name, wheel["file"])
+        listed = salt_cli.run("pip.list", "saltext.kos", minion_tgt=minion).data
+        assert list(listed.values()) == [index["version"]], (name, listed)
 
 
 def test_workers_joined_the_control_plane(deployed, salt_cli, deployment, host_roots):
@@ -182,7 +178,7 @@ def test_extra_san_is_in_the_certificate(deployed, host_roots):
 
 
 def test_addons_from_pillar(deployed, salt_cli, deployment):
-    addons = salt_cli.run("microk8s.addons", minion_tgt=deployment.fqdn("k8s-cp-1")).data
+    addons = salt_cli.run("microk8s_addons.addons", minion_tgt=deployment.fqdn("k8s-cp-1")).data
     for name in ("dns", "hostpath-storage", "helm3", "ha-cluster", "observability"):
         assert addons[name] == "enabled", name
     assert addons["registry"] == "disabled"
@@ -407,20 +403,35 @@ def changing_jobs(salt_run):
     return set(ret.data or {})
 
 
+@contextlib.contextmanager
+def without_kos_module(factory):
+    """``factory``'s minion restarted without kos's execution module (Salt's
+    disable_modules), as a new server answers before it has the extension; restarted as it
+    was afterwards."""
+    config = Path(factory.config_file)
+    original = config.read_text()
+    factory.terminate()
+    config.write_text(original + "\ndisable_modules: [kos]\n")
+    try:
+        factory.start(start_timeout=180)
+        yield
+    finally:
+        factory.terminate()
+        config.write_text(original)
+        factory.start(start_timeout=180)
+
+
 def test_deploy_in_test_mode_changes_no_minion_even_to_plan(
-        deployed, salt_run, salt_cli, deployment, host_roots):
+        deployed, minions, salt_run, salt_cli, deployment, host_roots):
     """k8s-cp-1 answers without kos's modules, as a new server does, while the workers are
     joined. Planning it once synced its modules and refreshed its pillar while the
     orchestration rendered, even under test=True; now the plan takes it for a new server,
-    and the run in test mode starts no job that changes a minion: no sync, no refresh, no
-    state run. Its modules stay where they were: not there."""
+    and the run in test mode starts no job that changes a minion: no extension install, no
+    refresh, no state run."""
     cp = deployment.fqdn("k8s-cp-1")
-    ext = Path(salt_cli.run("config.get", "extension_modules", minion_tgt=cp).data)
-    aside = ext.with_name(ext.name + ".kos-aside")
-    ext.rename(aside)
-    try:
-        assert salt_cli.run("saltutil.refresh_modules", "async=False",
-                            minion_tgt=cp).returncode == 0
+    with without_kos_module(minions["k8s-cp-1"]):
+        assert "kos.converge_need" not in (
+            salt_cli.run("sys.list_functions", "kos", minion_tgt=cp).data or [])
         before, files = changing_jobs(salt_run), tree_snapshot(host_roots)
         ret, steps = orchestrate(salt_run, test=True)
         assert ret.returncode != 0
@@ -429,12 +440,7 @@ def test_deploy_in_test_mode_changes_no_minion_even_to_plan(
         assert name.startswith(f"the first control plane {cp} answered without kos's "
                                "modules, as a new server does"), name
         assert changing_jobs(salt_run) == before
-        assert not ext.exists()
         assert tree_snapshot(host_roots) == files
-    finally:
-        shutil.rmtree(ext, ignore_errors=True)  # what a sync while rendering put back
-        aside.rename(ext)
-        salt_cli.run("saltutil.refresh_modules", "async=False", minion_tgt=cp)
     ret, steps = orchestrate(salt_run)
     assert ret.returncode == 0 and highstated(steps) == {}, json.dumps(steps, default=str)[:4000]
 

@@ -206,7 +206,7 @@ def test_an_environment_master_reaches_only_its_own(topology):
 
 @pytest.fixture
 def kos_syndic(monkeypatch):
-    """salt://_modules/kos_syndic.py through Salt's loader, as an environment's master runs
+    """saltext.kos.modules.kos_syndic through Salt's loader, as an environment's master runs
     it (the module loads where salt-syndic is installed: here, this virtualenv's)."""
     return formula_modules(monkeypatch, "salt.dev.kos-sy.test")
 

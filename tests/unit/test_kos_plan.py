@@ -1,5 +1,5 @@
 """kos plan's diff: Terraform's changes from its JSON plan, and which nodes Salt converges
-after them and why, by the rule the nodes apply themselves (salt/salt/_utils/kos_inputs.py)."""
+after them and why, by the rule the nodes apply themselves (saltext.kos.utils.kos_inputs)."""
 
 import copy
 import json

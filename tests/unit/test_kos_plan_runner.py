@@ -1,4 +1,4 @@
-"""orch.deploy's planner (salt://_runners/kos_plan.py): from the deployment, the run's
+"""orch.deploy's planner (saltext.kos.runners.kos_plan): from the deployment, the run's
 options and the minions' answers to kos.converge_need, who converges how, in which order,
 and what stops the run before anything changes."""
 

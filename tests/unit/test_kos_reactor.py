@@ -1,4 +1,4 @@
-"""What the master's reactor does for a minion that starts (salt://_runners/kos_reactor.py),
+"""What the master's reactor does for a minion that starts (saltext.kos.runners.kos_reactor),
 decided from a real master cache (Salt's localfs cache in a temporary directory, filled the
 way the master fills it: each minion's pillar and mine)."""
 

@@ -137,14 +137,11 @@ def test_kos_asks_salt_for_no_function_that_hands_out_a_secret():
     """What the master's job cache withholds, kos itself never calls through Salt (the
     kubeconfig was ``microk8s.config`` / ``file.read`` of admin.conf before)."""
     import ast
-    import importlib.util
     from pathlib import Path
 
+    from saltext.kos.returners import kos_job_cache as cache
+
     repo = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location(
-        "kos_job_cache", repo / "salt" / "salt" / "_returners" / "kos_job_cache.py")
-    cache = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cache)
     named = {}
     for source in (repo / "bootstrap" / "kos").rglob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):

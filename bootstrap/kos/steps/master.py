@@ -6,11 +6,9 @@ minions' answers checked, an orchestration's record.
 
 from pathlib import Path
 
-from saltext.kos.utils import kos_release
-
 from .. import ui
 from ..errors import ConvergeError
-from ..salt import failed_states
+from ..salt import failed_states, release_files
 from .deployment import salt_master_id
 from .hostkeys import console_reader, console_records
 
@@ -24,7 +22,7 @@ def push_states(master, settings):
     """This checkout's formula to the master, with the release of the extension installed
     here, which the formula's kos.extension installs on every minion (the master's own
     included)."""
-    return master.push_tree(settings.formula_dir, settings.state_tree, extra=kos_release.files())
+    return master.push_tree(settings.formula_dir, settings.state_tree, extra=release_files())
 
 
 def push_trees(master, settings):

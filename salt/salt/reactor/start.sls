@@ -1,5 +1,5 @@
 {#- salt/minion/<id>/start, on the master (salt_master:reactor). The runner kos_reactor
-    (salt://_runners/kos_reactor.py, installed by the salt_master formula) decides from
+    (saltext.kos.runners.kos_reactor, installed with the extension) decides from
     the master's caches whether the minion needs converging (a Kubernetes node of this
     deployment that has not joined, once its cluster is up) and runs orch.deploy for it;
     anything else is logged. Rendered on every minion start, and every minion starts
