@@ -10,24 +10,11 @@ import pytest
 import salt.modules.cmdmod
 import salt.modules.config
 
-from tests.unit.conftest import load
+from tests.unit.conftest import called_args, load, result  # noqa: F401
 
 NAMES = ("kubeadm", "kos_join", "kos_kubectl", "kos_certs", "kos_upgrade", "kos_podnet",
          "kos_images", "kos_etcd")
 MODULES = {name: load("modules", name) for name in NAMES}
-
-
-def result(stdout="", retcode=0, stderr=""):
-    return {"stdout": stdout, "stderr": stderr, "retcode": retcode, "pid": 1}
-
-
-def called_args(run_all):
-    return run_all.call_args.args[0]
-
-
-@pytest.fixture
-def run_all():
-    return create_autospec(salt.modules.cmdmod.run_all, return_value=result())
 
 
 @pytest.fixture

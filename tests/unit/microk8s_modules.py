@@ -11,23 +11,10 @@ import pytest
 import salt.modules.cmdmod
 import salt.modules.config
 
-from tests.unit.conftest import load
+from tests.unit.conftest import called_args, load, result  # noqa: F401
 
 NAMES = ("microk8s", "microk8s_addons", "microk8s_certs", "microk8s_backup")
 MODULES = {name: load("modules", name) for name in NAMES}
-
-
-def result(stdout="", retcode=0, stderr=""):
-    return {"stdout": stdout, "stderr": stderr, "retcode": retcode, "pid": 1}
-
-
-def called_args(run_all):
-    return run_all.call_args.args[0]
-
-
-@pytest.fixture
-def run_all():
-    return create_autospec(salt.modules.cmdmod.run_all, return_value=result())
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from tests.unit import kubeadm_modules as loader
 from tests.unit.kubeadm_modules import MODULES, called_args, result
 
 # the fixtures: every kubeadm-side module on one loader, as a minion loads them
-run_all, kube_dir = loader.run_all, loader.kube_dir
+kube_dir = loader.kube_dir
 configure_loader_modules = loader.configure_loader_modules
 
 kos_certs = MODULES["kos_certs"]

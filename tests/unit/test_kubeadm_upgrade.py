@@ -35,7 +35,7 @@ spec:
 # -- execution functions ---------------------------------------------------------------------
 
 
-run_all, kube_dir = loader.run_all, loader.kube_dir
+kube_dir = loader.kube_dir
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from tests.unit.conftest import load
 from tests.unit.microk8s_modules import MODULES, called_args, result
 
 # the fixtures: every microk8s module on one loader, as a minion loads them
-run_all = loader.run_all
 configure_loader_modules = loader.configure_loader_modules
 
 microk8s = MODULES["microk8s"]
