@@ -17,7 +17,7 @@ import yaml
 from salt.exceptions import CommandExecutionError
 from saltfactories.utils.functional import Loaders
 
-from tests.unit.test_kos_validation import schema
+from tests.unit.utils.test_kos_schema import schema
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = REPO / "salt" / "salt"

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from tests.unit.conftest import SALT_TREE
-from tests.unit.test_kos_validation import DEFAULTS, check, schema
+from tests.unit.utils.test_kos_schema import DEFAULTS, check, schema
 
 REPO = SALT_TREE.parents[1]
 EXAMPLE_TEXT = (REPO / "pillar" / "pillar.example").read_text()

@@ -11,7 +11,7 @@ import salt.modules.mine
 import salt.modules.network
 
 from tests.unit.conftest import load
-from tests.unit.microk8s_modules import MODULES
+from tests.unit.modules.microk8s_modules import MODULES
 
 STATES = {name: load("states", name) for name in ("microk8s", "microk8s_addons", "microk8s_certs")}
 # The execution functions the states call, by module.

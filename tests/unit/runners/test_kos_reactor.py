@@ -180,7 +180,7 @@ def test_the_reactor_reads_the_mine_entry_the_nodes_send():
     """The nodes send kos.kubernetes_state under the name pillar kos/derived.sls gives it;
     the reactor and kos.sole_cluster read it by that name."""
     states = load("states", "kos")
-    derived = (Path(__file__).resolve().parents[2] / "pillar" / "kos" / "derived.sls")
+    derived = (Path(__file__).resolve().parents[3] / "pillar" / "kos" / "derived.sls")
     assert runner.KUBERNETES_MINE == states.KUBERNETES_MINE
     assert (f"  {runner.KUBERNETES_MINE}:\n    - mine_function: kos.kubernetes_state"
             in derived.read_text())

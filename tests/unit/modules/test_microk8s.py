@@ -12,9 +12,9 @@ import salt.modules.pillar
 from salt.exceptions import CommandExecutionError
 
 from tests.standins.microk8s_outputs import FRESH_YAML_START, NOT_RUNNING_YAML
-from tests.unit import microk8s_modules as loader
+from tests.unit.modules import microk8s_modules as loader
 from tests.unit.conftest import load
-from tests.unit.microk8s_modules import MODULES, called_args, result
+from tests.unit.modules.microk8s_modules import MODULES, called_args, result
 
 # the fixtures: every microk8s module on one loader, as a minion loads them
 configure_loader_modules = loader.configure_loader_modules

@@ -6,8 +6,8 @@ import datetime
 import pytest
 from salt.exceptions import CommandExecutionError
 
-from tests.unit import kubeadm_modules as loader
-from tests.unit.kubeadm_modules import MODULES, called_args, result
+from tests.unit.modules import kubeadm_modules as loader
+from tests.unit.modules.kubeadm_modules import MODULES, called_args, result
 
 # the fixtures: every kubeadm-side module on one loader, as a minion loads them
 kube_dir = loader.kube_dir

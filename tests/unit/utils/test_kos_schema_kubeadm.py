@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from tests.unit.test_kos_validation import GOOD, check
+from tests.unit.utils.test_kos_schema import GOOD, check
 
 CREDENTIALS = {"application_credential_id": "0123abcd", "application_credential_secret": "s3cret"}
 

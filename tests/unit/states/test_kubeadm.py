@@ -7,9 +7,9 @@ import time
 import pytest
 from salt.exceptions import CommandExecutionError
 
-from tests.unit import kubeadm_states as shared
+from tests.unit.states import kubeadm_states as shared
 from tests.unit.conftest import load
-from tests.unit.kubeadm_states import (
+from tests.unit.states.kubeadm_states import (
     FRESH,
     HASH,
     INITIALIZED,

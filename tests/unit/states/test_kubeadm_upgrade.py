@@ -13,8 +13,8 @@ import salt.modules.systemd_service
 from salt.exceptions import CommandExecutionError
 
 from tests.unit.conftest import load
-from tests.unit import kubeadm_modules as loader
-from tests.unit.kubeadm_modules import result
+from tests.unit.modules import kubeadm_modules as loader
+from tests.unit.modules.kubeadm_modules import result
 
 kubeadm = load("modules", "kubeadm")
 kos_kubectl = load("modules", "kos_kubectl")

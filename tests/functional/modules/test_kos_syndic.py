@@ -20,7 +20,7 @@ import yaml
 
 from tests.formula_loader import formula_modules
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TREE = REPO / "salt" / "salt"
 MASTER = "salt.kos-sd.test"
 

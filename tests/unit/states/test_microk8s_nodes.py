@@ -7,8 +7,8 @@ from unittest.mock import call
 import pytest
 from salt.exceptions import CommandExecutionError
 
-from tests.unit import microk8s_states as loader
-from tests.unit.microk8s_states import STATES, expect_applied, without_the_snap
+from tests.unit.states import microk8s_states as loader
+from tests.unit.states.microk8s_states import STATES, expect_applied, without_the_snap
 
 # the fixtures: the microk8s state modules on one loader
 m, test_mode, state_dir = loader.m, loader.test_mode, loader.state_dir
