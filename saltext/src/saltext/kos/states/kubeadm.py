@@ -308,10 +308,8 @@ def node_absent(name, kubeconfig=None):
         if name not in __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig):
             ret["comment"] = f"node {name} is not registered"
             return ret
-        ret["changes"] = {"node": {"old": name, "new": None}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"node {name} would be deleted"
+        if kos_state.predicted(ret, __opts__, {"node": {"old": name, "new": None}},
+                               f"node {name} would be deleted"):
             return ret
         __salt__["kos_kubectl.delete_node"](name, ignore_not_found=True, kubeconfig=kubeconfig)
         if name in __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig):
@@ -337,10 +335,9 @@ def etcd_member_absent(name, peer_url=None, kube_dir=None):
         if not found:
             ret["comment"] = f"{name} has no etcd member"
             return ret
-        ret["changes"] = {"etcd_members": {"old": [m["id"] for m in found], "new": []}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"the etcd member of {name} would be removed"
+        if kos_state.predicted(
+                ret, __opts__, {"etcd_members": {"old": [m["id"] for m in found], "new": []}},
+                f"the etcd member of {name} would be removed"):
             return ret
         __salt__["kos_etcd.etcd_member_remove"](name, peer_url=peer_url, kube_dir=kube_dir)
         ret["comment"] = f"the etcd member of {name} removed"

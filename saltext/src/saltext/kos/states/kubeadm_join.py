@@ -150,10 +150,9 @@ def credential_present(name, role, node_name=None, ttl=900, min_remaining=300,
             return ret
         old = None if (current or stale) is None else {
             "role": (current or stale).get("role"), "expires": (current or stale).get("expires")}
-        ret["changes"] = {"credential": {"old": old, "new": {"role": role, "ttl": int(ttl)}}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"a join credential for {name} would be issued ({reason})"
+        if kos_state.predicted(
+                ret, __opts__, {"credential": {"old": old, "new": {"role": role, "ttl": int(ttl)}}},
+                f"a join credential for {name} would be issued ({reason})"):
             return ret
         doc = dict(current or {}, distribution="kubeadm", node=name, role=role)
         replaced = [t for t in ((stale or {}).get("token_id"),

@@ -188,10 +188,9 @@ def images_imported(name, namespace="k8s.io"):
             ret["comment"] = f"every image of {len(archives)} archives is in containerd"
             return ret
         wanted = sorted(ref for refs in missing.values() for ref in refs)
-        ret["changes"] = {"images": {"old": sorted(set(wanted) & have), "new": wanted}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"would import {', '.join(wanted)}"
+        if kos_state.predicted(
+                ret, __opts__, {"images": {"old": sorted(set(wanted) & have), "new": wanted}},
+                f"would import {', '.join(wanted)}"):
             return ret
         for path in missing:
             __salt__["kos_images.import_images"](path, namespace)

@@ -51,10 +51,8 @@ def packages(name, pkgs, refresh=True):
         if not changes:
             ret["comment"] = f"{', '.join(pkgs)} at {name}"
             return ret
-        ret["changes"] = changes
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"{', '.join(sorted(changes))} would move to {name} and be held"
+        if kos_state.predicted(ret, __opts__, changes,
+                               f"{', '.join(sorted(changes))} would move to {name} and be held"):
             return ret
         __salt__["pkg.unhold"](pkgs=list(pkgs))
         __salt__["pkg.install"](pkgs=[{p: name} for p in pkgs], refresh=refresh)
@@ -182,10 +180,8 @@ def kubelet_restarted(name, version, timeout=300):
         if node and node["ready"] and _plain(running) == _plain(version):
             ret["comment"] = f"the kubelet of {name} runs {running}"
             return ret
-        ret["changes"] = {"kubelet": {"old": running, "new": version}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"the kubelet of {name} would be restarted on {version}"
+        if kos_state.predicted(ret, __opts__, {"kubelet": {"old": running, "new": version}},
+                               f"the kubelet of {name} would be restarted on {version}"):
             return ret
         __salt__["service.restart"]("kubelet")
         node, ready = _wait_node(name, version, timeout, _kubelet_conf())
@@ -255,10 +251,8 @@ def _uncordon(ret, name, kubeconfig):
     if not node["unschedulable"]:
         ret["comment"] = f"node {name} takes Pods"
         return ret
-    ret["changes"] = {"schedulable": {"old": False, "new": True}}
-    if __opts__["test"]:
-        ret["result"] = None
-        ret["comment"] = f"node {name} would be uncordoned"
+    if kos_state.predicted(ret, __opts__, {"schedulable": {"old": False, "new": True}},
+                           f"node {name} would be uncordoned"):
         return ret
     __salt__["kos_kubectl.uncordon"](name, kubeconfig=kubeconfig)
     if __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig).get(name, {}).get("unschedulable"):

@@ -43,18 +43,16 @@ def running(name, timeout=120):
         if st["worker"] or st["running"]:
             ret["comment"] = "microk8s is running"
             return ret
-        ret["changes"] = {"running": {"old": False, "new": True}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = "microk8s would be started"
+        if kos_state.predicted(ret, __opts__, {"running": {"old": False, "new": True}},
+                               "microk8s would be started"):
             return ret
         if st["stopped"]:
             __salt__["microk8s.start"]()
         st = __salt__["microk8s.status"](wait_ready=True, timeout=timeout)
         if not st["running"]:
-            ret["result"] = False
-            ret["comment"] = st["message"] or f"microk8s is not ready after {timeout}s"
-            return ret
+            return kos_state.fail(
+                ret, st["message"] or f"microk8s is not ready after {timeout}s",
+                made=ret["changes"])
         ret["comment"] = "microk8s started"
     except CommandExecutionError as exc:
         return kos_state.fail(ret, exc)
@@ -132,10 +130,9 @@ def join_credential_present(name, role, ttl=900, min_remaining=300, cidr=None, s
             return ret
         old = None if current is None else {"role": current.get("role"),
                                             "expires": current.get("expires")}
-        ret["changes"] = {"credential": {"old": old, "new": {"role": role, "ttl": int(ttl)}}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"a join credential for {name} would be issued ({reason})"
+        if kos_state.predicted(
+                ret, __opts__, {"credential": {"old": old, "new": {"role": role, "ttl": int(ttl)}}},
+                f"a join credential for {name} would be issued ({reason})"):
             return ret
         if cidr and not __salt__["network.ip_addrs"](cidr=cidr, include_loopback=True):
             return kos_state.fail(ret, f"this node has no address in {cidr}: no credential issued")
@@ -193,10 +190,8 @@ def join_credentials_absent(name, nodes=None, snap_data=None):
     if not nodes:
         ret["comment"] = "no join credential left"
         return ret
-    ret["changes"] = {"credentials": {"old": sorted(nodes), "new": []}}
-    if __opts__["test"]:
-        ret["result"] = None
-        ret["comment"] = "the join credentials would be revoked"
+    if kos_state.predicted(ret, __opts__, {"credentials": {"old": sorted(nodes), "new": []}},
+                           "the join credentials would be revoked"):
         return ret
     try:
         for node in nodes:
@@ -253,10 +248,8 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
         if member:
             ret["comment"] = "already part of a cluster"
             return ret
-        ret["changes"] = changes
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"would join the cluster of {source} as {role}"
+        if kos_state.predicted(ret, __opts__, changes,
+                               f"would join the cluster of {source} as {role}"):
             return ret
         info, problem = kos_state.issued_credential(
             __salt__, source, me, role, mine_function, "connection", min_remaining)
@@ -264,9 +257,9 @@ def cluster_joined(name, source, role="worker", mine_function=None, min_remainin
             return kos_state.fail(ret, problem)
         out = __salt__["microk8s.join"](info["connection"], worker=(role == "worker"))
         if not __salt__["microk8s.is_clustered"]():
-            ret["result"] = False
-            ret["comment"] = f"microk8s join reported success but the node is alone: {out}"
-            return ret
+            return kos_state.fail(
+                ret, f"microk8s join reported success but the node is alone: {out}",
+                made=ret["changes"])
         ret["comment"] = f"joined the cluster of {source} as {role}"
     except CommandExecutionError as exc:
         return kos_state.fail(ret, f"microk8s join failed: {exc}")
@@ -294,10 +287,8 @@ def cluster_left(name):
             return kos_state.fail(ret, "microk8s is stopped and this node is still a member "
                                        "of its cluster's datastore; microk8s leave needs it "
                                        "running: start it (microk8s start), then leave")
-        ret["changes"] = {"cluster": {"old": "member", "new": "standalone"}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = "would leave the cluster"
+        if kos_state.predicted(ret, __opts__, {"cluster": {"old": "member", "new": "standalone"}},
+                               "would leave the cluster"):
             return ret
         __salt__["microk8s.leave"]()
         if __salt__["microk8s.is_clustered"]():
@@ -376,10 +367,8 @@ def node_removed(name, force=False):
         if name not in __salt__["microk8s.nodes"]():
             ret["comment"] = f"node {name} is not in the cluster"
             return ret
-        ret["changes"] = {"member": {"old": True, "new": False}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"node {name} would be removed from the cluster"
+        if kos_state.predicted(ret, __opts__, {"member": {"old": True, "new": False}},
+                               f"node {name} would be removed from the cluster"):
             return ret
         __salt__["microk8s.remove_node"](name, force=force)
         if name in __salt__["microk8s.nodes"]():
@@ -402,10 +391,8 @@ def node_uncordoned(name):
         if not _node(name)["unschedulable"]:
             ret["comment"] = f"node {name} is schedulable"
             return ret
-        ret["changes"] = {"schedulable": {"old": False, "new": True}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"node {name} would be uncordoned"
+        if kos_state.predicted(ret, __opts__, {"schedulable": {"old": False, "new": True}},
+                               f"node {name} would be uncordoned"):
             return ret
         __salt__["microk8s.uncordon"](name)
         if _node(name)["unschedulable"]:

@@ -59,9 +59,9 @@ def _addon(name, want, args=None, force=False, destroy_storage=False, record=Non
             )
         after = __salt__["microk8s_addons.addons"]().get(short)
         if after != want:
-            ret["result"] = False
-            ret["comment"] = f"microk8s {verb} {short} ran but the addon is {after}"
-            return ret
+            return kos_state.fail(
+                ret, f"microk8s {verb} {short} ran but the addon is {after}",
+                made=ret["changes"])
         applied.pop(short, None)
         if want == "enabled":
             applied[short] = args

@@ -66,9 +66,9 @@ def installed(name, channel, classic=False, refresh=True):
             __salt__["snap.refresh"](name, channel)
         after = __salt__["snap.list"](name).get(name)
         if not after or _channel(after["tracking"]) != want:
-            ret["result"] = False
-            ret["comment"] = f"{name} still does not track {want} after snap {verb}"
-            return ret
+            return kos_state.fail(
+                ret, f"{name} still does not track {want} after snap {verb}",
+                made=ret["changes"])
         ret["comment"] = f"{name} {verb}ed from {want}"
     except CommandExecutionError as exc:
         return kos_state.fail(ret, exc)
@@ -93,23 +93,19 @@ def held(name):
                 ret["changes"] = {"held": {"old": False, "new": True}}
                 ret["comment"] = f"refreshes of {name} would be held once it is installed"
                 return ret
-            ret["result"] = False
-            ret["comment"] = f"cannot hold refreshes of {name}: it is not installed"
-            return ret
+            return kos_state.fail(
+                ret, f"cannot hold refreshes of {name}: it is not installed",
+                made=ret["changes"])
         if __salt__["snap.held"](name):
             ret["comment"] = f"refreshes of {name} are held"
             return ret
-        ret["changes"] = {"held": {"old": False, "new": True}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"refreshes of {name} would be held"
+        if kos_state.predicted(ret, __opts__, {"held": {"old": False, "new": True}},
+                               f"refreshes of {name} would be held"):
             return ret
         __salt__["snap.hold"](name)
         if not __salt__["snap.held"](name):
-            ret["result"] = False
-            ret["changes"] = {}
-            ret["comment"] = f"snap refresh --hold {name} ran but snap list does not show it held"
-            return ret
+            return kos_state.fail(
+                ret, f"snap refresh --hold {name} ran but snap list does not show it held")
         ret["comment"] = f"refreshes of {name} held"
     except CommandExecutionError as exc:
         return kos_state.fail(ret, exc)
@@ -129,10 +125,9 @@ def removed(name):
         if current is None:
             ret["comment"] = f"{name} is not installed"
             return ret
-        ret["changes"] = {"installed": {"old": current["tracking"], "new": None}}
-        if __opts__["test"]:
-            ret["result"] = None
-            ret["comment"] = f"{name} would be removed"
+        if kos_state.predicted(
+                ret, __opts__, {"installed": {"old": current["tracking"], "new": None}},
+                f"{name} would be removed"):
             return ret
         __salt__["snap.remove"](name)
         ret["comment"] = f"{name} removed"

@@ -169,3 +169,14 @@ def credential_problem(role, ttl, min_remaining):
     if int(ttl) <= int(min_remaining):
         return f"ttl ({ttl}) must be larger than min_remaining ({min_remaining})"
     return None
+
+
+def predicted(ret, opts, changes, comment):
+    """Note ``changes`` in ``ret``; in test mode also ``comment`` (what would happen) and
+    return ``ret``, the prediction, else None, and the state goes on to make them."""
+    ret["changes"] = changes
+    if not opts["test"]:
+        return None
+    ret["result"] = None
+    ret["comment"] = comment
+    return ret
