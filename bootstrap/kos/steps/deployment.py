@@ -13,7 +13,7 @@ from .. import ui
 from ..backends import for_cloud, missing_outputs
 from ..errors import ConvergeError, InputError
 from ..salt import PILLAR_FILE, SaltMaster
-from ..ssh import Ssh
+from ..ssh import Ssh, agent_keys
 from ..state import StateDir, holder
 from .hostkeys import pin_host_keys
 
@@ -129,8 +129,11 @@ class Deployment:
 def locked(dep):
     """
     The block is the only kos run changing ``dep``'s cluster: its lock in the state
-    directory now, and on the salt master whenever the run connects to it.
+    directory now, and on the salt master whenever the run connects to it. Every run that
+    locks reaches the cluster over SSH with the agent's keys: an agent that holds none
+    stops it here, before it holds the lock or changes anything.
     """
+    agent_keys()
     who = holder()
     with dep.state.locked(who):
         dep.holder = who
