@@ -66,9 +66,12 @@ def test_salt_master_config_is_written(salt_cli, minions, deployment, host_roots
     assert conf["keep_jobs_seconds"] == 3600 and conf["master_job_cache"] == "kos_job_cache"
     cache = host_roots / "salt" / "var/cache/salt/master"
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
-    assert (cache / "extmods/returners/kos_job_cache.py").is_file()
-    assert (cache / "extmods/engines/kos_batch_scrub.py").is_file()
     assert conf["engines"] == [{"kos_batch_scrub": {}}]
+    # the returner and engine it names are the extension's, the release this master serves,
+    # installed before the config (not copies in the master's extmods)
+    installed = [s for s in data.values() if s["__id__"] == "kos-extension-installed"]
+    assert [s["result"] for s in installed] == [True], data
+    assert not (cache / "extmods").exists()
     code, again = apply(salt_cli, deployment.fqdn("salt"), "salt_master")
     assert all(not v["changes"] for v in again.values())
 
