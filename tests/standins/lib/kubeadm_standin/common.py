@@ -363,6 +363,25 @@ def etcd_sans(cc, node, extra_key):
     return pki.sorted_dns(dns), pki.dedup_ips(ips)
 
 
+# The etcd client certificates and their common names (kubeadm's certs phase,
+# https://github.com/kubernetes/kubernetes/blob/v1.31.0/cmd/kubeadm/app/phases/certs/certlist.go).
+ETCD_CLIENTS = {"etcd/healthcheck-client": "kube-etcd-healthcheck-client",
+                "apiserver-etcd-client": "kube-apiserver-etcd-client"}
+
+
+def etcd_leaves(plan, cc, node, days, clients):
+    """The stacked etcd's server and peer certificates, then ``clients`` (ETCD_CLIENTS keys,
+    in the order the command prints them: init and join differ)."""
+    sdns, sips = etcd_sans(cc, node, "serverCertSANs")
+    plan.leaf("etcd/server", "etcd/ca", node["name"], server=True, client_auth=True,
+              dns=sdns, ips=sips, days=days)
+    pdns, pips = etcd_sans(cc, node, "peerCertSANs")
+    plan.leaf("etcd/peer", "etcd/ca", node["name"], server=True, client_auth=True,
+              dns=pdns, ips=pips, days=days)
+    for base in clients:
+        plan.leaf(base, "etcd/ca", ETCD_CLIENTS[base], client_auth=True, days=days)
+
+
 def _fmt_list(items):
     return "[" + " ".join(items) + "]"
 

@@ -155,16 +155,8 @@ def _certs_phase(cc, node, pki_dir, shown_pki):
                               % base)
     else:
         plan.lines.append(ca_lines[2])
-        sdns, sips = common.etcd_sans(cc, node, "serverCertSANs")
-        plan.leaf("etcd/server", "etcd/ca", node["name"], server=True, client_auth=True,
-                  dns=sdns, ips=sips, days=leaf_days)
-        pdns, pips = common.etcd_sans(cc, node, "peerCertSANs")
-        plan.leaf("etcd/peer", "etcd/ca", node["name"], server=True, client_auth=True,
-                  dns=pdns, ips=pips, days=leaf_days)
-        plan.leaf("etcd/healthcheck-client", "etcd/ca", "kube-etcd-healthcheck-client",
-                  client_auth=True, days=leaf_days)
-        plan.leaf("apiserver-etcd-client", "etcd/ca", "kube-apiserver-etcd-client",
-                  client_auth=True, days=leaf_days)
+        common.etcd_leaves(plan, cc, node, leaf_days,
+                           ("etcd/healthcheck-client", "apiserver-etcd-client"))
     line, job = common.make_sa(pki_dir, algorithm)
     plan.lines.append(line)
     if job:

@@ -306,16 +306,8 @@ def _control_plane_certs(cc, node):
     plan = common.CertPlan(env.host(cc["certificatesDir"]), algorithm)
     plan.lines.append('[certs] Using certificateDir folder "%s"' % cc["certificatesDir"])
     if not config.external_etcd(cc):
-        sdns, sips = common.etcd_sans(cc, node, "serverCertSANs")
-        plan.leaf("etcd/server", "etcd/ca", node["name"], server=True, client_auth=True,
-                  dns=sdns, ips=sips, days=days)
-        pdns, pips = common.etcd_sans(cc, node, "peerCertSANs")
-        plan.leaf("etcd/peer", "etcd/ca", node["name"], server=True, client_auth=True,
-                  dns=pdns, ips=pips, days=days)
-        plan.leaf("apiserver-etcd-client", "etcd/ca", "kube-apiserver-etcd-client",
-                  client_auth=True, days=days)
-        plan.leaf("etcd/healthcheck-client", "etcd/ca", "kube-etcd-healthcheck-client",
-                  client_auth=True, days=days)
+        common.etcd_leaves(plan, cc, node, days,
+                           ("apiserver-etcd-client", "etcd/healthcheck-client"))
     dns, ips = common.apiserver_sans(cc, node)
     plan.leaf("apiserver", "ca", "kube-apiserver", server=True, dns=dns, ips=ips, days=days)
     plan.leaf("apiserver-kubelet-client", "ca", "kube-apiserver-kubelet-client",
