@@ -29,6 +29,7 @@ from . import trust, ui
 from .channel import Channel, busy_error
 from .errors import ConvergeError, Interrupted, KosError
 from .onmaster_summary import state_summary
+from .refusal import pillar_refusal
 from .state import describe_holder
 
 MINION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
@@ -412,6 +413,9 @@ class SaltMaster:
                 details=[f"not run: {', '.join(summary.get('not_run', []))}"]
                 + [f"{line}" for _, line in failures],
             )
+        refused = pillar_refusal(failures, rerun)
+        if refused:
+            raise refused
         if failures:
             raise ConvergeError(
                 f"{sls} failed at {failures[0][0]}",

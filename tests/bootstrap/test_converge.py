@@ -570,25 +570,31 @@ def test_without_the_agent_key_the_master_is_unreachable(converged, operator, ou
     assert "cannot reach the salt master over SSH" in res.stderr
 
 
-def failed_converge_with(operator, outputs, layer, edit):
-    """``kos converge`` (expected to exit 6) with ``edit(doc)`` applied to the pillar ``layer``,
-    which is put back afterwards."""
+def failed_converge_with(operator, outputs, layer, edit, check=6):
+    """``kos converge`` (expected to exit ``check``) with ``edit(doc)`` applied to the pillar
+    ``layer``, which is put back afterwards."""
     good = layer.read_text()
     doc = yaml.safe_load(good)
     edit(doc)
     layer.write_text(yaml.safe_dump(doc))
     try:
-        return operator("converge", "--outputs", outputs["path"], timeout=900, check=6)
+        return operator("converge", "--outputs", outputs["path"], timeout=900, check=check)
     finally:
         layer.write_text(good)
 
 
-def test_bad_pillar_fails_with_the_failing_state_comment(converged, operator, outputs, pillar_dir):
+def test_bad_pillar_is_one_input_error_naming_the_key_its_minions_and_its_fix(
+        converged, operator, outputs, pillar_dir):
     layer = pillar_dir / "environments" / f"{DOMAIN_SLS}.sls"
     res = failed_converge_with(operator, outputs, layer,
-                               lambda doc: doc["microk8s"].update(channel="1.31/nightly"))
-    assert "orch.deploy failed at kos-orch-deploy-validate" in res.stderr
-    assert "pillar key 'microk8s:channel'" in res.stderr
+                               lambda doc: doc["microk8s"].update(channel="1.31/nightly"),
+                               check=3)
+    said = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(said) == 1, res.stderr
+    assert said[0].startswith("error: invalid pillar, nothing changed: pillar key "
+                              "'microk8s:channel' on "), res.stderr
+    assert fqdn("k8s-cp-1") in said[0] and fqdn("k8s-worker-1") in said[0]
+    assert "fix: " in res.stderr and "re-run kos converge" in res.stderr
     steps = json.loads((operator.cwd / ".kos" / "kosbt" / "steps.json").read_text())["steps"]
     assert steps["orchestrate"]["status"] == "failed"
 
