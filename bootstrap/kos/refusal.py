@@ -8,6 +8,9 @@ error from ``kos.prepare_converge`` (``invalid pillar:`` and one message a line)
 """
 
 import re
+from pathlib import Path
+
+import yaml
 
 from .errors import InputError
 
@@ -73,3 +76,39 @@ def pillar_refusal(failures, rerun):
     return InputError(f"invalid pillar, nothing changed: {len(found)} keys are refused",
                       fix=f"correct each key as its fix says, then re-run {rerun}",
                       details=details)
+
+
+# A pillar file with Jinja in it is rendered by the master before YAML reads it.
+JINJA = ("{%", "{{", "{#")
+
+
+def yaml_problems(pillar_dir):
+    """``["<file>, line L, column C: <problem>"]`` for every plain-YAML pillar file under
+    ``pillar_dir`` that YAML cannot read: the master would say only that the SLS did not
+    render ("see master log"), so kos reads them before it pushes them."""
+    root = Path(pillar_dir)
+    found = []
+    for path in sorted(root.rglob("*.sls")):
+        text = path.read_text(errors="replace")
+        if any(mark in text for mark in JINJA):
+            continue
+        try:
+            yaml.safe_load(text)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            found.append(f"{path.relative_to(root.parent)}{where}: {exc.problem or exc}")
+        except yaml.YAMLError as exc:
+            found.append(f"{path.relative_to(root.parent)}: {exc}")
+    return found
+
+
+def check_pillar_yaml(pillar_dir):
+    """Raise an InputError naming each pillar file YAML cannot read, before any push."""
+    found = yaml_problems(pillar_dir)
+    if found:
+        raise InputError(
+            f"the pillar does not read as YAML, nothing changed: {found[0]}",
+            fix="correct the YAML at that line and column, then re-run",
+            details=found[1:],
+        )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import ui
 from ..errors import ConvergeError
+from ..refusal import check_pillar_yaml
 from ..salt import failed_states, release_files
 from .deployment import salt_master_id
 from .hostkeys import console_reader, console_records
@@ -26,7 +27,9 @@ def push_states(master, settings):
 
 
 def push_trees(master, settings):
-    """This checkout's formula and pillar to the master."""
+    """This checkout's formula and pillar to the master; a pillar file YAML cannot read
+    stops it first."""
+    check_pillar_yaml(settings.pillar_dir)
     return {
         "states": push_states(master, settings),
         # Layers a cloud writes (_from_terraform.sls, _cloud.sls) stay.
