@@ -829,8 +829,12 @@ def test_renew_certificates_goes_through_the_orchestration(converged, operator, 
     res = operator("renew-certificates", "--outputs", outputs["path"], check=0)
     assert server.read_bytes() == before
     assert json.loads(res.stdout)["certificates"][fqdn("k8s-cp-1")]["expiring"] == []
+    assert json.loads(res.stdout)["renewed"] == []
+    assert "nothing due: no control plane's certificates expire within" in res.stderr
     res = operator("renew-certificates", "--outputs", outputs["path"], "--force", check=0)
     doc = json.loads(res.stdout)
     assert server.read_bytes() != before
+    assert doc["renewed"] == [fqdn("k8s-cp-1")]
+    assert f"certificates renewed on {fqdn('k8s-cp-1')}" in res.stderr
     assert f"kos-orch-certificates-{fqdn('k8s-cp-1')}" in doc["orchestration"]["seconds"]
     assert doc["certificates"][fqdn("k8s-cp-1")]["days_left"] in (364, 365)

@@ -13,6 +13,18 @@ def certificate_summary(found):
 
 
 
+def renewed_on(summary, control_planes):
+    """The control planes whose certificates orch.certificates renewed (its step on each
+    changed something there)."""
+    found = []
+    for step in summary.get("steps", []):
+        for minion, ran in (step.get("minions") or {}).items():
+            if (step.get("id") == f"kos-orch-certificates-{minion}" and minion in control_planes
+                    and ran.get("changed")):
+                found.append(minion)
+    return sorted(set(found))
+
+
 def renew_certificates(dep, force=False):
     """orch.certificates: the control planes' certificates renewed one node at a time where
     they expire within kos:certificates:warn_days (all of them with ``force``); returns
@@ -29,7 +41,14 @@ def renew_certificates(dep, force=False):
                 "orch.certificates", pillar, rerun="kos renew-certificates"
                 + (" --force" if force else ""))
         left = master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
+    renewed = renewed_on(summary, control_planes)
+    if renewed:
+        ui.ok(f"certificates renewed on {', '.join(renewed)}")
+    else:
+        ui.ok("nothing due: no control plane's certificates expire within "
+              "kos:certificates:warn_days (kos renew-certificates --force renews them anyway)")
     return {
+        "renewed": renewed,
         "orchestration": orchestrated(summary),
         "certificates": {m: certificate_summary(v) for m, v in sorted(left.items())
                          if isinstance(v, dict)},
