@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from . import errors, ui
+from . import errors, tables, ui
 from . import plan as plan_mod
 from . import inputs as inputs_mod
 from . import terraform as terraform_mod
@@ -395,69 +395,8 @@ def drift(as_json, **kw):
 @report_options("the status")
 def status(as_json, **kw):
     """Every node's role, salt reachability, last highstate and Kubernetes membership."""
-    doc = _report(kw, as_json, status_steps.status, _print_status)
+    doc = _report(kw, as_json, status_steps.status, tables.status)
     return errors.EXIT_OK if doc["healthy"] else errors.EXIT_DEGRADED
-
-
-def _print_status(doc):
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    dist = doc["distribution"] or "unknown distribution"
-    if doc.get("simulated"):
-        dist += ", simulated on the local cloud"
-    table = Table(title=f"cluster {doc['cluster']} ({dist})", box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False, collapse_padding=True)
-    # A cut id ("k8s-work…" twice) leaves nodes that cannot be told apart: the id column
-    # never wraps nor shrinks below its longest id, and the others fold instead
-    # (https://rich.readthedocs.io/en/stable/tables.html#column-options).
-    table.add_column("minion", no_wrap=True,
-                     min_width=max((len(node["id"]) for node in doc["nodes"]), default=6))
-    for column in ("role", "key", "salt", "last highstate", "kubernetes", "certificates"):
-        table.add_column(column, overflow="fold")
-    for node in doc["nodes"]:
-        k8s = node.get("kubernetes")
-        k8s_text = (
-            "-"
-            if k8s is None
-            else (
-                ("ready" if k8s["ready"] else "not ready") + f" ({k8s['role']})"
-                + (f" {k8s['version']}" if k8s.get("version") else "")
-                if k8s["member"]
-                else "not a member"
-            )
-        )
-        table.add_row(
-            node["id"],
-            node["role"],
-            node["key"],
-            "up" if node["reachable"] else "down",
-            node["last_highstate"]["result"],
-            k8s_text,
-            _certificates_text(node.get("certificates")),
-        )
-    Console(file=sys.stdout).print(table)
-    if doc.get("kubernetes_error"):
-        ui.warn(f"Kubernetes membership unknown: {doc['kubernetes_error']}")
-    if doc.get("salt_master_floating_ip") or doc.get("syndics"):
-        ui.info(f"top master at {doc.get('salt_master_floating_ip') or '(no floating IP)'}; "
-                "syndics: " + (", ".join(f"{mid} ({key})" for mid, key in
-                                         doc.get("syndics", {}).items()) or "none joined yet"))
-    for key in doc.get("unexpected_keys", []):
-        ui.warn(f"key {key!r} on the master is not a minion of this cluster")
-    for node in doc["nodes"]:
-        certs = node.get("certificates") or {}
-        if certs.get("expiring"):
-            ui.warn(f"{node['id']}: certificates expire within {certs['warn_days']} days: "
-                    f"{', '.join(certs['expiring'])} (renew them)")
-
-
-def _certificates_text(certs):
-    if not certs or certs.get("days_left") is None:
-        return "-"
-    days = certs["days_left"]
-    return "expired" if days < 0 else f"{days} days left"
 
 
 @cli.command()
@@ -515,10 +454,18 @@ def renew_certificates(force, **kw):
 @outputs_option
 @click.option("--list", "list_only", is_flag=True,
               help="Only list the backups the salt master keeps.")
-def backup(list_only, **kw):
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def backup(list_only, as_json, **kw):
     """Back up the cluster's datastore (kubeadm: an etcd snapshot) to the salt master, sealed
     so only a control plane can open it (salt-run state.orchestrate orch.backup)."""
-    return _day_two(kw, backup_steps.backup, list_only=list_only)
+    dep = deployment.Deployment(_settings(**kw), need_inputs=False)
+    with deployment.locked(dep):
+        done = backup_steps.backup(dep, list_only=list_only)
+    if as_json:
+        ui.data({"cluster": dep.cluster, **done})
+    else:
+        tables.backups(done)
+    return errors.EXIT_OK
 
 
 @cli.command()

@@ -4,6 +4,7 @@ streamed, and the last highstates in the job cache. Runs on the salt master (sta
 and Salt).
 """
 
+import datetime
 import time
 
 from .onmaster_request import Failure, minion_ids
@@ -126,7 +127,7 @@ class Minions:
                     bad = len(summary.get("failed", [])) + len(summary.get("errors", []))
                     found[minion] = {
                         "jid": jid,
-                        "time": job.get("StartTime"),
+                        "time": iso_time(job.get("StartTime")),
                         "result": "failed" if bad else "ok",
                         "failed": bad,
                         "states": summary.get("states", 0),
@@ -134,3 +135,13 @@ class Minions:
             if wanted <= set(found):
                 break
         return found
+
+
+def iso_time(start):
+    """Salt's job StartTime (``2026, Dec 05 21:00:00.123456``, the master's local time,
+    salt/utils/jid.py jid_to_time) as ISO 8601; what it cannot read, as it came."""
+    try:
+        return datetime.datetime.strptime(start, "%Y, %b %d %H:%M:%S.%f").isoformat(
+            timespec="seconds")
+    except (TypeError, ValueError):
+        return start

@@ -5,7 +5,7 @@ that cannot be told apart. The id column keeps whole ids; the other columns wrap
 """
 
 import pytest
-from kos import cli
+from kos import tables
 
 DOMAIN = "demo.kos.internal"
 
@@ -48,7 +48,7 @@ def doc():
 def test_minion_ids_stay_whole_in_a_pipe(doc, width, capsys, monkeypatch):
     # what rich sizes a console to when stdout is a pipe
     monkeypatch.setenv("COLUMNS", str(width))
-    cli._print_status(doc)
+    tables.status(doc)
     out = capsys.readouterr().out
     for hostname in ("k8s-cp-1", "k8s-worker-1", "k8s-worker-2"):
         assert f"{hostname}.{DOMAIN}" in out, out

@@ -44,7 +44,7 @@ def test_a_sealed_backup_on_the_master_and_a_restore_that_brings_the_cluster_bac
     marker = f"kos-marker-{secrets.token_hex(8)}"
     kubectl(real, "create", "configmap", "kos-kept-by-the-backup", f"--from-literal=v={marker}")
 
-    res = real.kos("backup", *real.args, timeout=600)
+    res = real.kos("backup", *real.args, "--json", timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     done = json.loads(res.stdout)
     name = done["backup"]
@@ -57,8 +57,12 @@ def test_a_sealed_backup_on_the_master_and_a_restore_that_brings_the_cluster_bac
     assert schedule["kos-backup"]["function"] == "state.orchestrate"
     assert schedule["kos-backup"]["args"] == ["orch.backup"]
 
-    listed = json.loads(real.kos("backup", *real.args, "--list", timeout=300).stdout)
+    listed = json.loads(real.kos("backup", *real.args, "--list", "--json", timeout=300).stdout)
     assert name in [b["name"] for b in listed["backups"]]
+    # and for a person, a table: the backup on a line of its own with its time
+    table = real.kos("backup", *real.args, "--list", timeout=300).stdout
+    taken = next(b["time"] for b in listed["backups"] if b["name"] == name)
+    assert any(name in line and taken in line for line in table.splitlines()), table
 
     # what changes after the backup
     kubectl(real, "delete", "configmap", "kos-kept-by-the-backup")
@@ -105,7 +109,7 @@ def test_a_microk8s_backup_goes_the_same_way_and_dbctl_restores_it(cluster):
 
     before = objects()
     assert "service/kubernetes" in before and "metrics-server" not in before
-    res = cluster.kos("backup", *cluster.args, timeout=600)
+    res = cluster.kos("backup", *cluster.args, "--json", timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     name = json.loads(res.stdout)["backup"]
     assert name.startswith("microk8s-k8s-cp-1-") and name.endswith(".kosbak")

@@ -146,8 +146,8 @@ def test_the_master_files_what_control_planes_pushed_and_keeps_the_newest(applie
     assert stat.S_IMODE(kept.stat().st_mode) == 0o700
     assert list(pushed.iterdir()) == []
     assert applied.loaders.modules.kos.backups(str(kept)) == [
-        {"name": n, "size": len(b"KOSBAK1\n" + n.encode()), "time": n[-23:-7]}
-        for n in names[1:]]
+        {"name": n, "size": len(b"KOSBAK1\n" + n.encode()), "time": f"2026-11-2{d}T18:00:00Z"}
+        for n, d in zip(names[1:], (6, 7), strict=True)]
 
 
 def cache_bytes(cachedir):

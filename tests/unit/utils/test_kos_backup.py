@@ -415,8 +415,8 @@ def test_the_master_lists_its_backups_oldest_first(tmp_path):
         (tmp_path / f"etcd-k8s-cp-1-{t}.kosbak").write_bytes(b"12345")
     (tmp_path / "notes.txt").write_text("x")
     assert kos_mod.backups(str(tmp_path)) == [
-        {"name": "etcd-k8s-cp-1-20261125T180000Z.kosbak", "size": 5, "time": "20261125T180000Z"},
-        {"name": "etcd-k8s-cp-1-20261126T180000Z.kosbak", "size": 5, "time": "20261126T180000Z"},
+        {"name": "etcd-k8s-cp-1-20261125T180000Z.kosbak", "size": 5, "time": "2026-11-25T18:00:00Z"},
+        {"name": "etcd-k8s-cp-1-20261126T180000Z.kosbak", "size": 5, "time": "2026-11-26T18:00:00Z"},
     ]
 
 

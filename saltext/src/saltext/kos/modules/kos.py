@@ -3,6 +3,7 @@ kos glue: pillar validation (the schema is saltext.kos.utils.kos_schema), this n
 and the join information a control-plane node publishes through the mine.
 """
 
+import datetime
 import json
 import logging
 import os
@@ -549,7 +550,15 @@ def backups(directory=None):
     names = kos_backup.oldest_first(
         os.listdir(directory) if os.path.isdir(directory) else [])
     return [{"name": n, "size": os.path.getsize(os.path.join(directory, n)),
-             "time": kos_backup.unsealed_name(n).rsplit("-", 1)[-1]} for n in names]
+             "time": _iso(kos_backup.unsealed_name(n).rsplit("-", 1)[-1])} for n in names]
+
+
+def _iso(stamp):
+    """A backup name's UTC time (20261125T180000Z) in ISO 8601's extended form."""
+    try:
+        return datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").strftime("%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return stamp
 
 
 def restore_dqlite(source, saltenv="kos-backups"):
