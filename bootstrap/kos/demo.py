@@ -80,15 +80,15 @@ def _hints(env, keys, outputs):
     except ValueError:
         var_file = VARS
     where = f"--cloud local --var-file {var_file}"
-    bastion = outputs.get("bastion", "<bastion floating IP>")
+    ssh_config = Path(".kos") / CLUSTER / "ssh_config"
     return [
         "Try it (export these two in your shell first):",
         f"  export SSH_AUTH_SOCK={env['SSH_AUTH_SOCK']}",
         f"  export TF_VAR_ssh_public_keys='{json.dumps(public_keys)}'",
         f"  {_kos_command()} status {where}",
         f"  {_kos_command()} converge {where}     # after a pillar change",
-        f"  ssh kos@{bastion}                       # the bastion",
-        f"  ssh -J kos@{bastion} kos@10.241.0.10    # the salt master (sudo salt '*' test.ping)",
+        f"  ssh -F {ssh_config} salt        # the salt master (sudo salt '*' test.ping)",
+        f"  ssh -F {ssh_config} k8s-cp-1    # any node by its host name, host keys pinned",
         f"  OS_CLOUD=kos-local-{CLUSTER} openstack server list   # the rehearsal cloud's API",
         "Tear it down (the servers, the cloud, namespaces, mounts, the demo's agent):",
         "  make demo-down",

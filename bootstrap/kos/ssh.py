@@ -128,7 +128,10 @@ class Ssh:
         connect_wait=0,
         accept_new=False,
         nodes_accept_new=False,
+        nodes=None,
     ):
+        """``nodes``: ``{hostname: private address}`` of the cluster's other servers, each a
+        Host of the config (``ssh -F <state dir>/ssh_config k8s-worker-1``)."""
         take_interrupts()
         self.dir = Path(state_dir)
         self.user = user
@@ -156,6 +159,12 @@ class Ssh:
                     "  ProxyJump kos-bastion",
                     # a node no console vouched for, where the operator accepts that
                     *(["  StrictHostKeyChecking accept-new"] if nodes_accept_new else []),
+                    # each server by its host name, for an operator's ssh -F
+                    *[line for name, address in sorted((nodes or {}).items())
+                      for line in (f"Host {name}", f"  HostName {address}", f"  Port {port}",
+                                   "  ProxyJump kos-bastion",
+                                   *(["  StrictHostKeyChecking accept-new"]
+                                     if nodes_accept_new else []))],
                     "Host *",
                     f"  User {user}",
                     "  IdentityFile none",

@@ -240,6 +240,14 @@ def pinned(known_hosts, host):
     return res.returncode == 0 and bool(res.stdout.strip())
 
 
+def pinned_as(known_hosts, host, keys):
+    """Whether ``known_hosts`` holds exactly ``keys`` for ``host``."""
+    path = Path(known_hosts)
+    lines = path.read_text().splitlines() if path.exists() else []
+    have = {line for line in lines if line.split(" ", 1)[0] == host}
+    return have == {f"{host} {key}" for key in keys}
+
+
 def pin(known_hosts, host, keys):
     """Make ``known_hosts`` hold exactly ``keys`` for ``host`` (other hosts are kept)."""
     path = Path(known_hosts)

@@ -411,3 +411,40 @@ def test_the_first_boot_script_prints_the_marks_kos_reads():
     assert text.index("print_trust\n") < text.index('say "first boot done on')
     assert 'echo "kos-trust: ${fqdn} salt-minion-key sha256 $finger"' in text
     assert 'echo "kos-trust: ${fqdn} ssh-host-key $kind $blob"' in text
+
+
+WORKER_KEY = "ssh-ed25519 " + ssh_key(body=bytes([5]) * 32)
+
+
+def test_every_node_its_console_vouched_for_is_pinned_and_named_in_ssh_config(tmp_path):
+    from kos.ssh import Ssh
+    from kos.steps.deployment import ssh_nodes
+
+    known = tmp_path / "known_hosts"
+    records = {**host_records(),
+               FQDN: {"server_id": "w", "minion_keys": [], "ssh_host_keys": [WORKER_KEY]}}
+    outputs = {**OUTPUTS, "minions": {
+        "bastion.kos.internal": {"role": "bastion", "hostname": "bastion",
+                                 "private_ip": "10.20.0.4"},
+        "salt.kos.internal": {"role": "salt_master", "hostname": "salt",
+                              "private_ip": "10.20.0.10"},
+        FQDN: {"role": "worker", "hostname": "k8s-worker-1", "private_ip": "10.20.0.21"}}}
+    dep = deployment(tmp_path, records)
+    assert hostkeys.pin_host_keys(dep, outputs) is False
+    assert known_hosts_lookup(known, "10.20.0.21") == [WORKER_KEY]
+    before = known.read_text()
+    hostkeys.pin_host_keys(dep, outputs)
+    assert known.read_text() == before  # pinned once
+    ssh = Ssh(tmp_path / "state", "192.0.2.10", "10.20.0.10", "debian",
+              nodes=ssh_nodes(outputs))
+    try:
+        # what ssh itself makes of the config kos wrote: the node by its host name, through
+        # the bastion, checked strictly against the pinned keys
+        out = subprocess.run(["ssh", "-G", "-F", str(ssh.config), "k8s-worker-1"],
+                             capture_output=True, text=True, check=True).stdout
+        said = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        assert said["hostname"] == "10.20.0.21" and said["proxyjump"] == "kos-bastion"
+        assert said["stricthostkeychecking"] in ("yes", "true")
+        assert "Host bastion" not in ssh.config.read_text()
+    finally:
+        ssh.close()

@@ -9,6 +9,7 @@ nothing in the cloud nor on this machine: test_teardown.py).
 
 import ipaddress
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -99,6 +100,19 @@ def test_floating_ip_reaches_the_bastions_sshd_from_this_machine(cluster):
     fip = ipaddress.ip_address(out["bastion_floating_ip"])
     assert fip in local_net.SPACE  # a floating IP of the cloud's external network
     assert connects(None, str(fip), 22)
+
+
+def test_any_node_is_reached_by_its_host_name_with_its_host_key_pinned(cluster):
+    """The state directory's ssh_config names each server behind the bastion; its host key
+    came from its console, and plain ssh checks it strictly (StrictHostKeyChecking yes)."""
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    worker = next(m for m in cluster.outputs()["minions"].values() if m["role"] == "worker")
+    res = subprocess.run(
+        ["ssh", "-F", str(cluster.state / "ssh_config"), worker["hostname"], "hostname"],
+        env={**os.environ, "SSH_AUTH_SOCK": cluster.kos.env["SSH_AUTH_SOCK"]},
+        capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert worker["hostname"] in res.stdout
 
 
 def test_bastion_nat_lets_a_private_host_out(cluster):

@@ -110,6 +110,7 @@ class Deployment:
             connect_wait=self.settings.connect_wait,
             accept_new=accept_new,
             nodes_accept_new=self.settings.trust_unverified,
+            nodes=ssh_nodes(outputs),
         )
         master = SaltMaster(ssh)
         try:
@@ -123,6 +124,14 @@ class Deployment:
                 master.close()
             finally:
                 ssh.close()
+
+
+def ssh_nodes(outputs):
+    """``{hostname: private address}`` of the servers behind the bastion: the salt master and
+    the Kubernetes nodes (the bastion is reached by its floating IP)."""
+    return {info["hostname"]: info["private_ip"]
+            for info in (outputs.get("minions") or {}).values()
+            if info.get("hostname") and info.get("private_ip") and info.get("role") != "bastion"}
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """
 The SSH host keys kos trusts: the bastion's and the salt master's pinned into the state
 directory's known_hosts before the first connection, from ``--known-hosts`` or else from
-what the servers' consoles printed at first boot (``kos.trust``); a node kos reaches through
-the bastion pinned the same way; a rebuilt server's old keys forgotten.
+what the servers' consoles printed at first boot (``kos.trust``); every other server's
+pinned the same way when its console showed them; a rebuilt server's old keys forgotten.
 """
 
 import shutil
@@ -71,9 +71,20 @@ def pin_host_keys(dep, outputs):
     for name, mid, host in hosts:
         keys = (records.get(mid) or {}).get("ssh_host_keys")
         if keys:
-            trust.pin(known, host, keys)
+            if not trust.pinned_as(known, host, keys):
+                trust.pin(known, host, keys)
         elif not trust.pinned(known, host):
             unknown.append(f"the {name} ({host})")
+    # every other server its console vouched for, so that ssh -F <state dir>/ssh_config
+    # reaches any node as strictly as kos reaches the master
+    pinned = {mid for _, mid, _ in hosts}
+    for mid, info in (outputs.get("minions") or {}).items():
+        keys = (records.get(mid) or {}).get("ssh_host_keys")
+        if mid in pinned or not keys or not info.get("private_ip"):
+            continue
+        host = trust.known_hosts_host(info["private_ip"], dep.settings.ssh_port)
+        if not trust.pinned_as(known, host, keys):
+            trust.pin(known, host, keys)
     if not unknown:
         return False
     if not dep.settings.trust_unverified:
