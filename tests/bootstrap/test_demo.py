@@ -61,7 +61,7 @@ def hints(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     keys = tmp_path / "keys.tfvars.json"
     keys.write_text(json.dumps({"ssh_public_keys": ["ssh-ed25519 AAAAC3Nz kos-demo@local"]}))
-    return demo._hints({"SSH_AUTH_SOCK": "/tmp/agent.sock"}, keys, {"bastion": "100.64.0.20"})
+    return demo._hints({"SSH_AUTH_SOCK": "/tmp/agent.sock"}, keys)
 
 
 def test_try_it_uses_the_venvs_kos_and_the_example_variables_once(tmp_path, monkeypatch):
@@ -85,3 +85,9 @@ def test_the_exported_key_is_a_variable_kos_reads(tmp_path, monkeypatch):
     got = inputs.evaluate(REPO / "terraform", [REPO / "examples" / "local.tfvars"])
     assert got.values["ssh_public_keys"] == ["ssh-ed25519 AAAAC3Nz kos-demo@local"]
     assert got.values["cluster_name"] == demo.CLUSTER
+
+
+def test_ssh_hints_use_the_config_kos_writes(tmp_path, monkeypatch):
+    ssh = [shlex.split(line) for line in hints(tmp_path, monkeypatch) if "ssh -F" in line]
+    assert [argv[1:4] for argv in ssh] == [["-F", ".kos/demo/ssh_config", "salt"],
+                                            ["-F", ".kos/demo/ssh_config", "k8s-cp-1"]]
