@@ -94,7 +94,7 @@ def rt_master(salt_factories, lab, rt_deployment, release_root):
     )
     with factory.started(start_timeout=120):
         # the reactor's runner comes from the extension installed where the master runs
-        ret = factory.salt_run_cli(timeout=120).run("doc.runner", "kos_reactor.")
+        ret = factory.salt_run_cli(timeout=120).run("doc.runner")
         assert "kos_reactor.started" in (ret.data or {}), ret
         yield factory
 
