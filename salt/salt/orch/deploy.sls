@@ -39,15 +39,16 @@
 {%- from "kos/map.jinja" import kos as deployment, distribution_error with context %}
 {%- set distribution = raise(distribution_error) if distribution_error else deployment.distribution %}
 {#- The plan is the planner's (the runner saltext.kos.runners.kos_plan, unit tested on its
-    own), called with ``inputs`` through saltutil.runner: the orchestration's ``salt`` loads
-    execution modules, not runners. Rendering reads and asks, and changes nothing: what
-    changes a minion is a step below. #}
+    own), called with ``inputs`` in this process through salt://orch/planner.py and Salt's
+    py renderer: the orchestration's ``salt`` loads execution modules, not runners.
+    Rendering reads and asks, and changes nothing: what changes a minion is a step below. #}
+{%- set planner = 'salt://orch/planner.py' %}
 {%- set options = {} %}
 {%- for key, default in [('exclude', []), ('limit', []), ('force', False), ('started', None)] %}
 {%- do options.update({key: salt['pillar.get'](key, default)}) %}
 {%- endfor %}
 {%- set inputs = {'kos': kos, 'options': options, 'cores': grains.get('num_cpus', 1)} %}
-{%- set plan = salt['saltutil.runner']('kos_plan.plan', kwarg=inputs) %}
+{%- set plan = salt['slsutil.renderer'](planner, default_renderer='py', saltenv=saltenv or 'base', inputs=inputs) %}
 {%- if not plan.stop %}
 {#- What the minions converge with now: the state tree this master serves. #}
 {%- set files = [] %}
@@ -62,7 +63,7 @@
 {%- endfor %}
 {%- endif %}
 {%- do inputs.update({'answers': answers, 'tree': tree}) %}
-{%- set plan = salt['saltutil.runner']('kos_plan.plan', kwarg=inputs) %}
+{%- set plan = salt['slsutil.renderer'](planner, default_renderer='py', saltenv=saltenv or 'base', inputs=inputs) %}
 {%- endif %}
 {%- for level, message in plan.log %}
 {%- do salt['log.' ~ level](message) %}

@@ -6,7 +6,7 @@ import salt.config
 import salt.loader
 import salt.utils.templates
 
-from tests.unit.conftest import load
+from tests.unit.conftest import SALT_TREE, load
 
 kos_plan = load("runners", "kos_plan")
 
@@ -269,3 +269,13 @@ def test_salt_loads_it_as_a_runner_of_the_extension(tmp_path):
     assert [name for name in runners if name.startswith("kos_plan.")] == ["kos_plan.plan"]
     inputs = {"kos": deployment(), "options": {}, "answers": {}, "tree": TREE}
     assert runners["kos_plan.plan"](**inputs) == kos_plan.plan(**inputs)
+
+
+def test_orch_deploy_reads_it_through_the_py_renderer_in_its_own_process():
+    """salt://orch/planner.py, as orch.deploy renders it (Salt's py renderer hands it
+    ``inputs``), returns the plan of those inputs: no runner job, so no privilege drop to
+    the orchestration's user (which hung where that user is an account of the master)."""
+    inputs = {"kos": deployment(), "options": {}, "answers": {}, "tree": TREE}
+    rendered = salt.utils.templates.py(str(SALT_TREE / "orch" / "planner.py"), True,
+                                       inputs=inputs)
+    assert rendered == {"result": True, "data": kos_plan.plan(**inputs)}

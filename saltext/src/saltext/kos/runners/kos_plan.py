@@ -7,8 +7,8 @@ members, which minions install the master's release of the extension (kos.extens
 refresh their pillar, and what stops the run before anything changes. Pure: it reads nothing and changes nothing, so the
 orchestration renders from it without touching a minion and its cases are unit tested.
 
-``orch/deploy.sls`` calls it through ``salt['saltutil.runner']('kos_plan.plan',
-kwarg={...})`` (the orchestration's ``salt`` is the master minion's loader, which loads
+``orch/deploy.sls`` calls it in the orchestration's own process through the formula's
+``salt://orch/planner.py`` and Salt's py renderer (the orchestration's ``salt`` loads
 execution modules, not runners); ``salt-run kos_plan.plan kos=... answers=...`` is the same
 call by hand, and ``kos plan`` imports it.
 """
