@@ -91,7 +91,7 @@ def mend_safe_opts_copy():
     asks ``id(opts) in _dict_to_root``, a WeakValueDictionary, then indexes it. When the
     garbage collector frees that root in another thread between the two, it raises
     ``KeyError(<id>)``; inside an orchestration, ``salt.function`` turns that into the comment
-    "140641998609280" (issue 16, at kos-orch-deploy-sync, the first step: every loader the
+    "140641998609280" (issue 16, at the first step of orch.deploy, then a module sync: every loader the
     step builds goes through here). Holding the root for the call closes the gap. Returns
     whether it applied: a Salt without optsdict has nothing to mend; a Salt with it but
     outside ``MENDED_SALT`` raises RuntimeError, since the mend replaces a private function.
