@@ -45,4 +45,4 @@ def test_another_release_installed_under_a_running_minion_is_imported_anew(impor
     loader.dirs()
     fresh = importlib.import_module("saltext.kos.utils.kos_state")
     assert fresh is not cached
-    assert importlib.import_module("saltext.kos").__version__ == loader._installed()
+    assert importlib.import_module("saltext.kos").__version__ == loader.installed()

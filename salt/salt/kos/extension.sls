@@ -18,6 +18,18 @@ kos-extension-release-served:
 {%- else %}
 {%- set release = index | load_yaml %}
 {%- set cache = opts['cachedir'] ~ '/kos-release' %}
+{#- Asked of the installed package's metadata, not of pip: pip.installed lists every
+    package (two Python processes) in every highstate, most of what this file cost on a
+    converged node. A minion without the extension, or with a release that cannot say,
+    goes through pip. #}
+{%- set installed = salt['kos.installed_release']() if 'kos.installed_release' in salt else None %}
+{%- if installed == release.version | string %}
+
+kos-extension-installed:
+  test.succeed_without_changes:
+    - name: {{ release.name }}=={{ release.version }}
+    - comment: {{ (release.name ~ ' ' ~ installed ~ ' is installed, the release the master serves') | tojson }}
+{%- else %}
 {%- for wheel in release.wheels %}
 
 kos-extension-wheel-{{ wheel.file }}:
@@ -38,4 +50,5 @@ kos-extension-installed:
     - find_links: {{ cache }}
     - reload_modules: True
     - failhard: True
+{%- endif %}
 {%- endif %}

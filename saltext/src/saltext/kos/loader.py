@@ -21,7 +21,7 @@ NAME = "saltext.kos"
 KINDS = ("modules", "states", "runners", "returners", "engines", "utils")
 
 
-def _installed():
+def installed():
     try:
         return importlib.metadata.version(NAME)
     except importlib.metadata.PackageNotFoundError:
@@ -32,8 +32,8 @@ def forget_stale():
     """Drop the imported ``saltext.kos`` modules when another release is installed now;
     True when it did."""
     imported = getattr(sys.modules.get(NAME), "__version__", None)
-    installed = _installed()
-    if imported is None or installed is None or imported == installed:
+    now = installed()
+    if imported is None or now is None or imported == now:
         return False
     for name in [n for n in sys.modules if n == NAME or n.startswith(NAME + ".")]:
         sys.modules.pop(name, None)

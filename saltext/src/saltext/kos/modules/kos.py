@@ -15,6 +15,7 @@ import salt.utils.files
 import salt.utils.yaml
 from salt.exceptions import CommandExecutionError
 
+from saltext.kos import loader
 from saltext.kos.utils import kos_backup, kos_inputs, kos_schema, kos_state
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,22 @@ def prepare_converge():
     """
     validate_pillar()
     return __salt__["mine.update"]()
+
+
+def installed_release():
+    """
+    The version of saltext.kos installed in the Python that runs this minion now, read
+    from its package metadata (not the modules loaded, which may be older until they are
+    reloaded); None when none is. The formula's kos.extension asks it before anything
+    else: a minion that has the master's release installs nothing, without asking pip.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt '*' kos.installed_release
+    """
+    return loader.installed()
 
 
 def pillar_schema():
