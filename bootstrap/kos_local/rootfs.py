@@ -61,6 +61,20 @@ CLOUD_INIT_DROPIN = """\
 [Service]
 TimeoutStopSec=20s
 """
+# systemd's bus-activated services that exit when idle (localed, hostnamed: Salt's
+# locale.system and network.mod_hostname ask them). In these containers systemd cannot
+# kill an idle service's cgroup (EIO on the hybrid hierarchy nspawn gives it), and the
+# next activation fails to attach to it (exit 219/CGROUP) while dbus-daemon waits for the
+# name until its 25 s service_start_timeout: a highstate stalled 25 s on every host. The
+# start right after a failed one attaches; Restart= makes it at once, so the name
+# appears before dbus-daemon gives up. (systemd.service(5): Restart=, RestartSec=;
+# dbus-daemon(1): service_start_timeout.) A VM's systemd has no such cgroup to trip on.
+IDLE_EXIT_UNITS = ("systemd-localed", "systemd-hostnamed")
+IDLE_EXIT_DROPIN = """\
+[Service]
+Restart=on-failure
+RestartSec=100ms
+"""
 # A kubelet host (kos_local.hosts) made ready from inside, once nspawn has set up its
 # mounts and before anything that runs containers starts: no race with the boot.
 KUBELET_HOST_UNIT = f"""\
@@ -122,6 +136,9 @@ def _host_steps(build):
         for unit in CLOUD_INIT_UNITS:
             build.write(f"/etc/systemd/system/{unit}.service.d/kos-stop-timeout.conf",
                         CLOUD_INIT_DROPIN)
+        for unit in IDLE_EXIT_UNITS:
+            build.write(f"/etc/systemd/system/{unit}.service.d/kos-restart.conf",
+                        IDLE_EXIT_DROPIN)
         # cloud-init's locale module sets Debian's default, en_US.UTF-8, as a cloud image
         # has it generated; without it the module (and cloud-config.service) fails.
         locale_gen = build.root / "etc/locale.gen"
