@@ -278,14 +278,17 @@ class LocalBackend(Backend):
         simulated = distribution in SIMULATED
         mirror = kubernetes.root(kubernetes.pinned_version()).parent
         mirror.mkdir(parents=True, exist_ok=True)
+        standins = REPO / "tests" / "standins"
+        binds = [str(p) for p in hosts_mod.bound_paths()] + [f"{mirror}:{MIRROR}"]
         cfg = {
             "cluster": self.state.cluster,
             "local_dir": str(self.dir),
-            "binds": [str(p) for p in hosts_mod.bound_paths()] + [f"{mirror}:{MIRROR}"],
+            # the stand-ins' own directory, on a host they stand in on, and no more
+            "binds": binds + ([str(standins)] if simulated else []),
             "venv_bin": str(Path(sys.prefix) / "bin"),
             # A real kubelet's hosts; the stand-ins on PATH only where they stand in.
             "kubelet": not simulated,
-            "standins": str(REPO / "tests" / "standins") if simulated else None,
+            "standins": str(standins) if simulated else None,
             "standin_env": {"KOS_STANDIN_DELAY": os.environ.get(JOIN_SECONDS_ENV, "0")},
         }
         here = Path(__file__).resolve().parent

@@ -5,6 +5,7 @@ one (``kos-<cluster>-cloud``); every server Nova spawns is another, made by the
 materialiser. Machines are found again by their ``--machine`` name, from any later run.
 """
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -19,10 +20,28 @@ from kos.errors import CleanupError, ConvergeError
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _extension_sources():
+    """Where the salt extensions installed editable in this virtualenv import from (the
+    paths of their .pth files): saltext.kos in a checkout, part of Salt's runtime."""
+    for dist in importlib.metadata.distributions():
+        if not any(ep.group == "salt.loader" for ep in dist.entry_points):
+            continue
+        for file in dist.files or ():
+            if file.name.endswith(".pth"):
+                for line in (file.read_text() or "").splitlines():
+                    path = Path(line.strip())
+                    if path.is_absolute() and path.is_dir():
+                        yield path
+
+
 def bound_paths():
-    """The project, its virtualenv and the CPython the virtualenv was made from."""
+    """What a rehearsal host sees of this machine, read-only: Salt's runtime (this
+    virtualenv, the CPython it was made from, the sources of the salt extensions installed
+    in it), as a server on OpenStack has its own. Nothing else of the checkout: not its
+    state directories (the operator's keys, the other hosts' disks, the cloud's)."""
     paths = []
-    for p in (REPO, Path(sys.prefix), Path(os.path.realpath(sys.base_prefix))):
+    for p in (Path(sys.prefix), Path(os.path.realpath(sys.base_prefix)),
+              *_extension_sources()):
         p = p.resolve()
         if not any(p == q or q in p.parents for q in paths):
             paths = [q for q in paths if p not in q.parents] + [p]

@@ -11,7 +11,9 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,6 +115,27 @@ def test_any_node_is_reached_by_its_host_name_with_its_host_key_pinned(cluster):
         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert worker["hostname"] in res.stdout
+
+
+def test_a_host_sees_salts_runtime_and_nothing_else_of_this_machine(cluster):
+    """Root on a worker finds the virtualenv Salt runs from, and none of the checkout, the
+    state directory (the operator's keys, the other hosts' disks) or the cloud's disk."""
+    assert cluster.up.returncode == 0, cluster.failed_up()
+    worker = next(m for m in cluster.outputs()["minions"].values() if m["role"] == "worker")
+    repo = Path(__file__).resolve().parents[2]
+    local = cluster.state / "local"
+    hidden = [repo / "README.md", repo / ".git", repo / "pillar", repo / "terraform",
+              cluster.state / "ssh_config", local / "cloud", local / "hosts"]
+    runtime = [Path(sys.prefix) / "bin" / "salt-minion"]
+    probe = "for p; do if [ -e \"$p\" ]; then echo \"seen $p\"; fi; done"
+    res = subprocess.run(
+        ["ssh", "-F", str(cluster.state / "ssh_config"), worker["hostname"],
+         shlex.join(["sudo", "sh", "-c", probe, "probe", *map(str, hidden + runtime)])],
+        env={**os.environ, "SSH_AUTH_SOCK": cluster.kos.env["SSH_AUTH_SOCK"]},
+        capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    seen = {line.removeprefix("seen ") for line in res.stdout.splitlines()}
+    assert seen == {str(p) for p in runtime}, seen
 
 
 def test_bastion_nat_lets_a_private_host_out(cluster):
