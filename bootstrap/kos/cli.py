@@ -26,6 +26,7 @@ from .steps import ccm_credential, certificates, deployment
 from .steps import converge as converge_steps
 from .steps import down as down_steps
 from .steps import kubeconfig as kubeconfig_steps
+from .steps import nodes as node_steps
 from .steps import status as status_steps
 from .steps import up as up_steps
 from .steps import upgrade as upgrade_steps
@@ -491,6 +492,17 @@ def upgrade(version, **kw):
     """Move the cluster to another Kubernetes version, one node at a time, each drained
     before and uncordoned after (salt-run state.orchestrate orch.upgrade)."""
     return _day_two(kw, upgrade_steps.upgrade, version=version)
+
+
+@cli.command()
+@common_options
+@outputs_option
+@click.argument("nodes", nargs=-1, required=True, metavar="NODE...")
+def forget(nodes, **kw):
+    """Forget nodes whose servers are gone: the cluster removes them (orch.remove with
+    force) and the salt master deletes their keys. NODE is a host name (k8s-worker-3) or
+    a minion id. A node Terraform still lists is retired through retired_nodes instead."""
+    return _day_two(kw, node_steps.forget, list(nodes))
 
 
 @cli.command()

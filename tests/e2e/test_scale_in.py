@@ -122,3 +122,27 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
     assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-2000:]
     doc = json.loads(status.stdout)
     assert doc["unexpected_keys"] == [] and doc["healthy"] is True
+
+
+def test_a_node_added_back_and_retired_again_leaves_again(up):
+    """The steps ask the cluster and the master whether there is anything to do, not their
+    record: k8s-worker-2 comes back (out of retired_nodes), joins, and retired again with
+    the very variables of its first retirement it leaves again and its key goes."""
+    cluster = up
+    distribution = cluster.values["kubernetes_distribution"]
+    first = next(m for m, i in cluster.outputs()["minions"].items() if i["hostname"] == "k8s-cp-1")
+    domain = first.split(".", 1)[1]
+    back = f"k8s-worker-2.{domain}"
+    retired = dict(cluster.values)
+    assert retired.get("retired_nodes") == ["k8s-worker-2"], "runs after the retirement above"
+    for values, member in ((dict(retired, retired_nodes=[]), True), (retired, False)):
+        cluster.values = values
+        (cluster.kos.cwd / "cluster.tfvars.json").write_text(json.dumps(values))
+        res = cluster.kos("up", *cluster.args, "--yes", timeout=UP_TIMEOUT)
+        assert res.returncode == 0, res.stderr[-4000:]
+        nodes = salt_json(cluster, "salt", first, NODES[distribution])[first]
+        keys = salt_json(cluster, "salt-key", "-L")
+        assert ("k8s-worker-2" in nodes) is member, nodes
+        assert (back in keys["minions"]) is member, keys
+        if member:
+            assert nodes["k8s-worker-2"]["ready"], nodes

@@ -754,16 +754,24 @@ def test_remove_takes_a_worker_out_for_good_and_a_rerun_changes_nothing(
         assert changed_states(by_id(steps)[f"kos-orch-remove-{worker}-{step}"]) == [], steps
 
 
-def test_remove_with_force_forgets_a_node_that_does_not_answer(
+def test_remove_with_force_forgets_a_node_whose_server_is_gone(
         deployed, salt_run, salt_cli, minions, deployment):
-    """Its server is gone (here: its minion stopped, the stand-in node still registered): the
-    cluster forgets it without draining it or the node's own step (microk8s remove-node --force)."""
+    """Its server is gone (here: its minion stopped, the stand-in node still registered) and
+    Terraform no longer lists it (kos forget): the cluster forgets it without draining it or
+    the node's own step (microk8s remove-node --force)."""
     worker = deployment.fqdn("k8s-worker-1")
     minions["k8s-worker-1"].terminate()
+    deployment.names.remove("k8s-worker-1")
+    deployment.write("_from_terraform.sls", deployment.from_terraform())
     try:
         ret, steps = orchestrate(salt_run, {"remove": [worker], "force": True}, sls="orch.remove")
         assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
         assert remove_steps(steps) == [("k8s-worker-1", "forget")]
         assert "k8s-worker-1" not in kube_nodes(salt_cli, deployment)
+        # again: nothing of it is left to forget
+        ret, steps = orchestrate(salt_run, {"remove": [worker], "force": True}, sls="orch.remove")
+        assert ret.returncode == 0, json.dumps(steps, indent=1, default=str)[:6000]
+        assert changed_states(by_id(steps)[f"kos-orch-remove-{worker}-forget"]) == [], steps
     finally:
+        deployment.add("k8s-worker-1")
         minions["k8s-worker-1"].start(start_timeout=180)

@@ -74,14 +74,33 @@ def test_a_top_master_accepts_its_syndics_on_every_converge(tmp_path):
     assert syndics.title() == "accept the keys of the syndics of dev, prod (this is a top master)"
 
 
-def test_after_an_apply_the_retired_and_rebuilt_keys_go_once(tmp_path):
+class KeyList:
+    """The master's key lists as kos.salt.Master.keys returns them."""
+
+    def __init__(self, accepted=(), pending=()):
+        self.lists = {"minions": sorted(accepted), "minions_pre": sorted(pending),
+                      "minions_rejected": [], "minions_denied": []}
+
+    def keys(self):
+        return self.lists
+
+
+def test_after_an_apply_the_rebuilt_keys_go_once_and_the_retired_while_the_master_has_them(
+        tmp_path):
     run = converge_run(tmp_path, last_apply={"retired": ["k8s-worker-2.example.com"],
                                              "replaced": ["k8s-cp-1", "salt"]})
+    run.master = KeyList(accepted=[*MINIONS, "k8s-worker-2.example.com"])
     retired, rebuilt = step(run, converge.RetiredKeys), step(run, converge.RebuiltKeys)
     assert retired.should_run() and retired.retired == ["k8s-worker-2.example.com"]
     # the master's keys sit on its state volume: a rebuilt master keeps them
     assert rebuilt.should_run() and rebuilt.rebuilt == ["k8s-cp-1.example.com"]
-    assert not retired.always and not rebuilt.always
+    assert retired.always and not rebuilt.always
+    # the keys went: nothing to do, whatever was recorded
+    run.master = KeyList(accepted=MINIONS)
+    assert not retired.should_run()
+    # the node came back (a new key, pending or accepted) and was retired again: it goes
+    run.master = KeyList(accepted=MINIONS, pending=["k8s-worker-2.example.com"])
+    assert retired.should_run() and retired.retired == ["k8s-worker-2.example.com"]
     # a later rebuild of the same host is another one: its keys go again
     again = converge_run(tmp_path, last_apply={"replaced": ["k8s-cp-1"]},
                          finished="2026-12-02T10:00:00.000Z")

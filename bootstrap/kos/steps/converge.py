@@ -113,13 +113,20 @@ class SyndicKeys(_OnMaster):
 
 
 class RetiredKeys(_OnMaster):
-    """The nodes whose servers the last apply destroyed: their keys and mine data go."""
+    """The nodes whose servers the last apply destroyed: their keys and mine data go, while
+    the master holds any of them (its key list decides, not a record: a node retired,
+    added again and retired again is forgotten twice)."""
 
     name = "salt-keys-retired"
-    always = False
+    always = True
 
     def should_run(self):
-        self.retired = retired_minions(self.ctx.dep)
+        retired = retired_minions(self.ctx.dep)
+        if not retired:
+            self.retired = []
+            return False
+        held = set().union(*self.ctx.master.keys().values())
+        self.retired = sorted(set(retired) & held)
         return bool(self.retired)
 
     def fingerprint(self):

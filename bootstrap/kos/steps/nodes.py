@@ -14,15 +14,45 @@ from .deployment import first_control_plane
 from .master import orchestrated, push_trees
 
 
+def in_cluster(dep, master, minions):
+    """Which of ``minions`` the cluster still has as Kubernetes nodes, as its first control
+    plane lists them now; all of them when it cannot tell (its answer is what counts, not
+    a record: a node retired, added again and retired again leaves twice)."""
+    outputs = dep.outputs() or {}
+    hostnames = {m: ((outputs.get("minions") or {}).get(m) or {}).get("hostname")
+                 or m.split(".")[0] for m in minions}
+    try:
+        first = first_control_plane(outputs)
+        dist = distributions.detect(master, first)
+        nodes = dist.nodes(master, first)
+    except ConvergeError as exc:
+        ui.warn(f"cannot tell which of {', '.join(hostnames.values())} the cluster has "
+                f"({exc.problem}): each leaves it as if it had")
+        return sorted(minions)
+    return sorted(m for m, host in hostnames.items() if host in (nodes or {}))
+
+
 def remove_nodes(dep, minions, replace=False):
     """orch.remove: the nodes Terraform is about to destroy leave the cluster first (drained,
     left, forgotten by the first control plane), one at a time, workers first. A node that
     does not answer cannot leave by itself; its server goes next anyway, so the cluster
     forgets it without (orch.remove's force; a kubeadm control plane's etcd member is
     removed from the first control plane). ``replace``: the nodes come back on new servers
-    (kos up --replace), which is an action: it runs whenever asked."""
-    names = ", ".join(m.split(".")[0] for m in minions)
+    (kos up --replace), which is an action: it runs whenever asked. Otherwise only the
+    nodes the cluster still has leave (``in_cluster``): a re-run after they left does
+    nothing, and a node that came back leaves again."""
     extra = {"replace": True} if replace else {}
+    if not replace:
+        with dep.master() as master:
+            members = in_cluster(dep, master, minions)
+        gone = sorted(set(minions) - set(members))
+        if gone:
+            ui.ok(f"{', '.join(m.split('.')[0] for m in gone)}: not in the cluster any more, "
+                  "nothing to take out")
+        if not members:
+            return {"left": [], "not_members": gone}
+        minions = members
+    names = ", ".join(m.split(".")[0] for m in minions)
 
     def run():
         with dep.master() as master:
@@ -46,7 +76,7 @@ def remove_nodes(dep, minions, replace=False):
         f"take {names} out of the cluster before their servers go "
         f"(salt-run state.orchestrate orch.remove "
         f"pillar='{json.dumps({'remove': sorted(minions), **extra})}')",
-        run, always=replace,
+        run, always=True,
     )
 
 
@@ -122,3 +152,52 @@ def drain(dep):
         ui.warn(f"salt master unreachable, nodes not drained: {exc.problem}")
     return {"drained": done}
 
+
+
+def _forget_ids(outputs, names):
+    """Minion ids for ``names`` (host names, or minion ids), in the domain of this
+    deployment's minions."""
+    known = outputs.get("minions") or {}
+    domain = next((mid.split(".", 1)[1] for mid in known if "." in mid), "")
+    return sorted({n if "." in n or not domain else f"{n}.{domain}" for n in names})
+
+
+def forget(dep, names):
+    """``kos forget``: nodes whose servers are gone, forgotten by the cluster (orch.remove
+    with force: microk8s remove-node --force, or the Node and any etcd member of that name
+    deleted) and by the salt master (their keys, mine data). A node Terraform still lists
+    is refused: it leaves through retired_nodes. What nothing knows any more is said, not
+    an error, so a re-run after a forget that was cut short finishes it."""
+    outputs = dep.require_outputs()
+    ids = _forget_ids(outputs, names)
+    listed = [m for m in ids if m in (outputs.get("minions") or {})]
+    if listed:
+        hosts = ", ".join(m.split(".")[0] for m in listed)
+        raise InputError(
+            f"{hosts}: Terraform still lists {'its server' if len(listed) == 1 else 'their servers'}"
+            " (kos forget is for nodes whose servers are gone)",
+            fix=f"retire {'it' if len(listed) == 1 else 'them'}: add {hosts} to retired_nodes "
+            "and run kos up, which takes a node out of the cluster before its server goes")
+    with dep.master() as master:
+        held = sorted(set(ids) & set().union(*master.keys().values()))
+        members = in_cluster(dep, master, ids)
+        unknown = sorted(set(ids) - set(held) - set(members))
+        if unknown:
+            ui.ok(f"{', '.join(m.split('.')[0] for m in unknown)}: neither the cluster nor "
+                  "the salt master knows it, nothing to forget")
+        done = {"forgotten": sorted(set(held) | set(members)), "cluster": members,
+                "keys": held}
+        if members:
+            push_trees(master, dep.settings)
+            with ui.step(f"the cluster forgets {', '.join(m.split('.')[0] for m in members)} "
+                         "(salt-run state.orchestrate orch.remove pillar='"
+                         + json.dumps({"remove": members, "force": True}) + "')"):
+                summary = master.orchestrate("orch.remove", {"remove": members, "force": True},
+                                             rerun="kos forget " + " ".join(names))
+            done["orchestration"] = orchestrated(summary)
+        if held:
+            with ui.step(f"the salt master forgets {', '.join(held)} (keys, mine data)"):
+                master.delete_keys(held)
+    if done["forgotten"]:
+        ui.info("the other nodes' /etc/hosts lose them at the next kos converge")
+    return done

@@ -18,7 +18,9 @@
     force:          the nodes are gone and do not answer: skip the drain and their own
                     step (leave or reset) and forget them anyway (microk8s remove-node
                     --force; on kubeadm a control plane's etcd member is removed from the
-                    first control plane).
+                    first control plane). With force a node may be one Terraform no
+                    longer lists (its server is gone; kos forget): the cluster forgets it
+                    by name, and on kubeadm any etcd member of that name goes too.
     replace:        the nodes come back on new servers (kos up --replace): the control
                     planes may be left an even number meanwhile, but only one leaves at a
                     time, so etcd/dqlite keep their quorum. The first control plane may be
@@ -49,8 +51,8 @@
 {%- do problems.append(node ~ " is the first control plane: it stays (kos up --replace rebuilds it; a cluster never retires it)") %}
 {%- elif node == first and not others %}
 {%- do problems.append(node ~ " is the only control plane left: no other one keeps the cluster while it is rebuilt") %}
-{%- elif node not in nodes %}
-{%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ') ~ ")") %}
+{%- elif node not in nodes and force is not sameas true %}
+{%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ') ~ "); one whose server is gone is forgotten with force: true (kos forget)") %}
 {%- endif %}
 {%- endfor %}
 {#- the first control plane stays in any case (refused above when named, but replaced) #}
@@ -100,7 +102,7 @@ kos-orch-remove-silent:
 {%- set name = node.split('.')[0] | lower %}
 {%- if distribution == 'kubeadm' %}
 {%- set steps = [('drain', issuer, 'kubeadm.drain'), ('leave', node, 'kubeadm.reset')]
-               + ([('forget-etcd', issuer, 'kubeadm.etcd_forget')] if force and node in cps else [])
+               + ([('forget-etcd', issuer, 'kubeadm.etcd_forget')] if force and (node in cps or node not in nodes) else [])
                + [('forget', issuer, 'kubeadm.delete')] %}
 {%- else %}
 {%- set steps = [('drain', issuer, 'microk8s.remove.drain'), ('leave', node, 'microk8s.remove.leave'), ('forget', issuer, 'microk8s.remove.forget')] %}
@@ -117,7 +119,7 @@ kos-orch-remove-{{ node }}-{{ step }}:
     - pillar:
         kubeadm_node: {{ name }}
         kos_remove: {{ {'node': name, 'force': force, 'drain_timeout': drain_timeout,
-                        'peer_url': 'https://' ~ nodes[node].ip ~ ':2380'} | tojson }}
+                        'peer_url': ('https://' ~ nodes[node].ip ~ ':2380') if node in nodes else None} | tojson }}
     - require:
       - salt: {{ last[-1] }}
 {%- do last.append('kos-orch-remove-' ~ node ~ '-' ~ step) %}
