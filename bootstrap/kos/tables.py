@@ -10,6 +10,12 @@ from rich.table import Table
 from . import ui
 
 
+def _converged_by(last):
+    """Who ran the node's last converge through kos, when the reactor did (a minion that
+    started); the orchestration's is the usual case and says nothing."""
+    return f" (by the reactor, {last['time']})" if last and last.get("by") == "reactor" else ""
+
+
 def status(doc):
     """``kos status``: a node a row, the minion id never cut."""
     dist = doc["distribution"] or "unknown distribution"
@@ -41,7 +47,7 @@ def status(doc):
             node["role"],
             node["key"],
             "up" if node["reachable"] else "down",
-            node["last_highstate"]["result"],
+            node["last_highstate"]["result"] + _converged_by(node.get("last_converge")),
             k8s_text,
             _certificates(node.get("certificates")),
         )

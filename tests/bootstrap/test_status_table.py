@@ -54,3 +54,13 @@ def test_minion_ids_stay_whole_in_a_pipe(doc, width, capsys, monkeypatch):
         assert f"{hostname}.{DOMAIN}" in out, out
     assert "…" not in out, out
     assert max(len(line) for line in out.splitlines()) <= width, out
+
+
+def test_a_node_the_reactor_converged_says_so(doc, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    doc["nodes"][3]["last_converge"] = {"time": "2026-12-06T01:02:03Z", "by": "reactor"}
+    doc["nodes"][4]["last_converge"] = {"time": "2026-12-06T01:00:00Z", "by": "orchestration"}
+    tables.status(doc)
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert "by the reactor, 2026-12-06T01:02:03Z" in rows[f"k8s-worker-1.{DOMAIN}"]
+    assert "reactor" not in rows[f"k8s-worker-2.{DOMAIN}"]

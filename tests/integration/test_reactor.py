@@ -184,6 +184,11 @@ def test_a_node_terraform_adds_converges_when_its_minion_starts(
     address = rt_deployment.lab.hosts[LATER].address
     for name in FIRST:
         assert f"{address} {new} {LATER}" in (roots / name / "etc/hosts").read_text()
+    # the node notes who converged it (kos status shows it); the others' last converge
+    # was the orchestration's
+    assert salt_cli.run("kos.last_converged", minion_tgt=new).data["by"] == "reactor"
+    first = rt_deployment.fqdn("k8s-cp-1")
+    assert salt_cli.run("kos.last_converged", minion_tgt=first).data["by"] == "orchestration"
     # the credential was used once
     join_dir = roots / "k8s-cp-1" / "etc/kos/join"
     assert not join_dir.exists() or list(join_dir.iterdir()) == []

@@ -34,6 +34,16 @@ def highstates_from_records(records):
     return found
 
 
+def converges_from_records(records):
+    """Each node's last successful converge through kos, from its own record: when, and
+    who ran it (``orchestration``: kos converge or orch.deploy; ``reactor``: the master's
+    reactor, when the minion started). A highstate run by hand leaves no record."""
+    return {mid: {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec["at"])),
+                  "by": rec.get("by") or "orchestration"}
+            for mid, rec in records.items()
+            if isinstance(rec, dict) and isinstance(rec.get("at"), int)}
+
+
 
 def status(dep):
     outputs = dep.require_outputs()
@@ -43,10 +53,12 @@ def status(dep):
         keys = master.keys()
         answering, _ = master.answering(ids, timeout=STATUS_PING)
         highstates = master.last_highstates(ids)
-        aged = [m for m in ids if m not in highstates and m in answering]
-        if aged:
-            records = master.salt(aged, "kos.last_converged", timeout=STATUS_PING)
-            highstates.update(highstates_from_records(records))
+        records = (master.salt(answering, "kos.last_converged", timeout=STATUS_PING)
+                   if answering else {})
+        # past the job cache's keep_jobs_seconds the node's own record still tells
+        aged = {m: r for m, r in records.items() if m not in highstates}
+        highstates.update(highstates_from_records(aged))
+        converges = converges_from_records(records)
         dist_name, members, k8s_error = kubernetes_members(master, first)
         control_planes = [m for m in control_plane_ids(outputs) if m in answering]
         certs = (master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
@@ -66,6 +78,7 @@ def status(dep):
             "key": "accepted" if mid in accepted else ("pending" if mid in pending else "missing"),
             "reachable": mid in answering,
             "last_highstate": highstates.get(mid, {"result": "unknown"}),
+            "last_converge": converges.get(mid),
         }
         if mid in outputs["kubernetes_nodes"]:
             member = members.get(info.get("hostname")) or members.get(mid)

@@ -16,5 +16,6 @@ kos-converged-kos-converged:
     - name: {{ run.tree }}
     - hosts: {{ hosts | tojson }}
     - refresh_pillar: {{ grains['id'] in run.get('refresh', []) }}
+    - by: {{ run.get('by', 'orchestration') }}
     - order: last
 {%- endif %}

@@ -206,11 +206,11 @@ def test_a_kubeadm_first_control_plane_never_initialised_is_fresh(m, pillar, mon
 def test_last_converged_is_the_nodes_own_record(m, monkeypatch):
     assert mod.last_converged() is None
     monkeypatch.setattr(mod.time, "time", lambda: 1795000000)
-    mod.record_converged(tree="t1")
-    assert mod.last_converged() == {"at": 1795000000, "tree": "t1"}
-    # learning new members keeps when the node last converged
+    mod.record_converged(tree="t1", by="reactor")
+    assert mod.last_converged() == {"at": 1795000000, "tree": "t1", "by": "reactor"}
+    # learning new members keeps when the node last converged, and who converged it
     mod.learn_members("m2")
-    assert mod.last_converged() == {"at": 1795000000, "tree": "t1"}
+    assert mod.last_converged() == {"at": 1795000000, "tree": "t1", "by": "reactor"}
 
 
 def test_learning_members_needs_a_whole_converge_first(state_dir):

@@ -224,6 +224,8 @@ def test_the_reactors_started_minion_converges_once_its_cluster_is_up():
     answers[W3] = fresh(W3)
     got = plan(kos, answers, started=W3)
     assert got["wave"] == [[W3]] and got["workers"] == [W3]
+    # the node notes that the reactor converged it
+    assert got["run"]["by"] == "reactor"
     assert got["learn"] == [{"members": "m2", "minions": [MASTER, CP1, W1, W2]}]
     # before the cluster is up: nothing
     answers[CP1] = fresh(CP1)

@@ -349,9 +349,10 @@ def converge_need(tree=None):
 
 def last_converged():
     """
-    When this node's last converge through kos succeeded (``at``, seconds since the epoch)
-    and the state tree it was made of, from its own record; None when kos never converged
-    it. ``kos status`` asks for it once the master's job cache has let the highstate go.
+    When this node's last converge through kos succeeded (``at``, seconds since the epoch),
+    the state tree it was made of and who ran it (``by``: ``orchestration`` or
+    ``reactor``), from its own record; None when kos never converged it. ``kos status``
+    asks for it.
 
     CLI Example:
 
@@ -362,10 +363,10 @@ def last_converged():
     record = kos_state.read_json(_record_path()) or {}
     if not record.get("pillar"):
         return None
-    return {"at": record.get("at"), "tree": record.get("tree")}
+    return {"at": record.get("at"), "tree": record.get("tree"), "by": record.get("by")}
 
 
-def record_converged(tree=None, hosts=None):
+def record_converged(tree=None, hosts=None, by=None):
     """
     Note what this node's converge was made of (``<kos:state_dir>/converged.json``, root
     only), after its highstate succeeded: ``converge_need`` compares the next run's inputs
@@ -376,6 +377,9 @@ def record_converged(tree=None, hosts=None):
         "end"}``: its path and markers), or None when core does not manage it:
         ``learn_members`` rewrites that block until the next highstate.
 
+    by
+        Who ran the converge (``orchestration`` or ``reactor``), for ``kos status``.
+
     CLI Example:
 
     .. code-block:: bash
@@ -383,7 +387,7 @@ def record_converged(tree=None, hosts=None):
         salt '*' kos.record_converged tree=<digest>
     """
     pillar = _pillar()
-    record = dict(_inputs(pillar, tree), at=int(time.time()), hosts=hosts)
+    record = dict(_inputs(pillar, tree), at=int(time.time()), hosts=hosts, by=by)
     kos_state.write_json(_record_path(), record)
     return True
 

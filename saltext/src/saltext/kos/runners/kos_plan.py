@@ -272,6 +272,9 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
             invalid.append(f"{minion}: {'; '.join(found)}")
     # Whose in-memory pillar no refresh renews before their highstate: it ends with one.
     run = {"tree": tree, "refresh": [m for m in highstated if m not in checking]}
+    if started:
+        # the node notes who converged it (kos.last_converged, kos status)
+        run["by"] = "reactor"
     if issuer != first:
         run["issuer"] = issuer
     reasons = [f"{m} ({'; '.join(why.get(m) or ['not initialised'])})"

@@ -36,7 +36,7 @@ def pillar_valid(name):
     return ret
 
 
-def converged(name, hosts=None, refresh_pillar=False):
+def converged(name, hosts=None, refresh_pillar=False, by="orchestration"):
     """
     Note what this highstate was made of (``kos.record_converged``), so the next
     orchestration leaves this node alone while none of it changes: the state tree digest
@@ -47,6 +47,10 @@ def converged(name, hosts=None, refresh_pillar=False):
     hosts
         The hosts file's managed block this run wrote (``{"file", "start", "end"}``), or
         None: noted, ``kos.learn_members`` rewrites it when only the members change.
+
+    by
+        Who ran this converge: ``orchestration`` (kos converge, orch.deploy) or
+        ``reactor`` (the master's reactor, when this minion started).
 
     refresh_pillar
         Once noted, ask the minion to refresh its in-memory pillar (its schedule, its mine
@@ -63,7 +67,7 @@ def converged(name, hosts=None, refresh_pillar=False):
         ret["comment"] = "a run that changes something notes what it was made of"
         return ret
     try:
-        __salt__["kos.record_converged"](tree=name, hosts=hosts)
+        __salt__["kos.record_converged"](tree=name, hosts=hosts, by=by)
     except (OSError, CommandExecutionError) as exc:
         return kos_state.fail(ret, f"cannot note this converge: {exc}")
     ret["comment"] = "noted what this converge was made of"
