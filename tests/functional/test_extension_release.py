@@ -4,7 +4,9 @@ the master serves installs nothing and never asks pip; one with another release 
 every wheel (hash-checked) and installs that version from them, with no index.
 """
 
+import hashlib
 import shutil
+from pathlib import Path
 
 import salt.config
 import yaml
@@ -69,6 +71,12 @@ def test_a_minion_with_another_release_installs_the_served_one(tmp_path, release
     assert pip["name"] == "saltext.kos==99.0.0"
     assert pip["no_index"] is True and pip["find_links"].endswith("/kos-release")
     for wheel in index["wheels"]:
-        managed = {k: v for arg in shown[f"kos-extension-wheel-{wheel['file']}"]["file"]
-                   if isinstance(arg, dict) for k, v in arg.items()}
+        sid = f"kos-extension-wheel-{wheel['file']}"
+        managed = {k: v for arg in shown[sid]["file"] if isinstance(arg, dict)
+                   for k, v in arg.items()}
         assert managed["source_hash"] == f"sha256={wheel['sha256']}"
+        # fetched from the master's file server into the minion's cache, hash checked
+        ran = loaders.modules.state.sls_id(sid, "kos.extension")
+        assert ran.result is True and ran.changes, ran
+        data = (Path(pip["find_links"]) / wheel["file"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == wheel["sha256"]

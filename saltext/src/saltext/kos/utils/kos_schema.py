@@ -516,6 +516,8 @@ PILLAR = s.DictItem(
                 "refresh": listing("Minion ids that refresh their in-memory pillar once "
                                    "their highstate is noted.", text("minion id", "minion-id")),
                 "force_renewal": flag("A certificates run renews whatever is left."),
+                "by": choice("Who runs this converge: the reactor (a minion that started) "
+                             "or the orchestration.", ("reactor", "orchestration")),
             }),
         # Salt's own pillar keys: a minion's pillar refresh always sets schedule, and
         # pillar_opts adds master.
