@@ -8,28 +8,18 @@ import hashlib
 import shutil
 from pathlib import Path
 
-import salt.config
 import yaml
-from saltfactories.utils.functional import Loaders
 
+from tests.functional.minion import local_loaders
 from tests.functional.test_pillar_schema_functional import TREE
 
 
 def loaders_for(root, release):
-    opts = salt.config.minion_config(None)
-    opts.update(
-        id="k8s-worker-1.kos.internal",
-        file_client="local",
-        root_dir=str(root),
-        cachedir=str(root / "cache"),
-        extension_modules=str(root / "cache" / "extmods"),
-        pki_dir=str(root / "pki"),
-        file_roots={"base": [str(TREE), str(release)]},
-        pillar_roots={"base": [str(root / "pillar")]},
-    )
     (root / "pillar").mkdir()
     (root / "pillar" / "top.sls").write_text("base: {}\n")
-    return Loaders(opts)
+    return local_loaders(root, "k8s-worker-1.kos.internal",
+                         file_roots={"base": [str(TREE), str(release)]},
+                         pillar_roots={"base": [str(root / "pillar")]})
 
 
 def by_function(shown):

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import salt.config
-from saltfactories.utils.functional import Loaders
+
+from tests.functional.minion import local_loaders
 
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
@@ -63,20 +63,9 @@ def nodes(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaders(tmp_path_factory):
-    opts = salt.config.minion_config(None)
     root = tmp_path_factory.mktemp("minion")
-    opts.update(
-        id="kos-fn-minion",
-        file_client="local",
-        root_dir=str(root),
-        cachedir=str(root / "cache"),
-        # Salt derives it from the default cachedir: this machine's /var/cache/salt
-        extension_modules=str(root / "cache" / "extmods"),
-        pki_dir=str(root / "pki"),
-        # never this machine's /etc/kos, whatever a test reloads
-        kos={"state_dir": str(root / "kos")},
-    )
-    return Loaders(opts)
+    # never this machine's /etc/kos, whatever a test reloads
+    return local_loaders(root, "kos-fn-minion", kos={"state_dir": str(root / "kos")})
 
 
 @pytest.fixture

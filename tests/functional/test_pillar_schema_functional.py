@@ -12,11 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import salt.config
 import yaml
 from salt.exceptions import CommandExecutionError
-from saltfactories.utils.functional import Loaders
 
+from tests.functional.minion import local_loaders
 from tests.unit.utils.test_kos_schema import schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,19 +33,8 @@ def loaders(tmp_path_factory, pillar_dir, release_root):
     (pillar_dir / "top.sls").write_text("base:\n  '*':\n    - data\n")
     (pillar_dir / "data.sls").write_text("{}\n")
     root = tmp_path_factory.mktemp("minion")
-    opts = salt.config.minion_config(None)
-    opts.update(
-        id=MINION,
-        file_client="local",
-        root_dir=str(root),
-        cachedir=str(root / "cache"),
-        # Salt derives it from the default cachedir: this machine's /var/cache/salt
-        extension_modules=str(root / "cache" / "extmods"),
-        pki_dir=str(root / "pki"),
-        file_roots={"base": [str(TREE), str(release_root)]},
-        pillar_roots={"base": [str(pillar_dir)]},
-    )
-    return Loaders(opts)
+    return local_loaders(root, MINION, file_roots={"base": [str(TREE), str(release_root)]},
+                         pillar_roots={"base": [str(pillar_dir)]})
 
 
 @pytest.fixture
