@@ -52,7 +52,8 @@
 {%- elif node == first and not others %}
 {%- do problems.append(node ~ " is the only control plane left: no other one keeps the cluster while it is rebuilt") %}
 {%- elif node not in nodes and force is not sameas true %}
-{%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ') ~ "); one whose server is gone is forgotten with force: true (kos forget)") %}
+{%- do problems.append(node | tojson ~ " is not a Kubernetes node of this cluster (kos:nodes: " ~ nodes | list | sort | join(', ')
+                        ~ "); one whose server is gone is forgotten with force: true (kos forget)") %}
 {%- endif %}
 {%- endfor %}
 {#- the first control plane stays in any case (refused above when named, but replaced) #}
