@@ -166,6 +166,16 @@ def detect(master, first_control_plane):
     return named(name, f"the pillar of {first_control_plane}")
 
 
+def kubernetes_members(master, first_control_plane):
+    """``(distribution name, {node: ...} as Distribution.nodes lists them, None)`` from the
+    first control plane, or ``(None, {}, the problem)`` when it cannot tell."""
+    try:
+        dist = detect(master, first_control_plane)
+        return dist.name, dist.nodes(master, first_control_plane), None
+    except ConvergeError as exc:
+        return None, {}, exc.problem
+
+
 def rewrite_server(kubeconfig_text, server):
     """Point every cluster entry at ``server`` (the API's floating IP)."""
     doc = yaml.safe_load(kubeconfig_text)

@@ -427,6 +427,12 @@ class SaltMaster:
         return summary
 
 
+def key_holders(master, minions):
+    """Those of ``minions`` whose key the master holds, in any state (accepted, pending,
+    rejected, denied): what the master still knows of them."""
+    return sorted(set(minions) & set().union(*master.keys().values()))
+
+
 def failed_states(result):
     """``[(state id, comment)]`` for every failed state in one minion's state return."""
     summary = state_summary(result)

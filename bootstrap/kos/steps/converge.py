@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import ccm
 from ..errors import InputError
+from ..salt import key_holders
 from ..state import fingerprint
 from . import runner
 from .ccm_credential import ccm_credential, retire_ccm_credentials
@@ -125,8 +126,7 @@ class RetiredKeys(_OnMaster):
         if not retired:
             self.retired = []
             return False
-        held = set().union(*self.ctx.master.keys().values())
-        self.retired = sorted(set(retired) & held)
+        self.retired = key_holders(self.ctx.master, retired)
         return bool(self.retired)
 
     def fingerprint(self):

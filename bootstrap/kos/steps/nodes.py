@@ -9,6 +9,7 @@ import json
 from .. import distributions, ui
 from ..backends import missing_outputs
 from ..errors import ConvergeError, InputError
+from ..salt import key_holders
 from ..state import fingerprint
 from .deployment import first_control_plane
 from .master import orchestrated, push_trees
@@ -21,13 +22,10 @@ def in_cluster(dep, master, minions):
     outputs = dep.outputs() or {}
     hostnames = {m: ((outputs.get("minions") or {}).get(m) or {}).get("hostname")
                  or m.split(".")[0] for m in minions}
-    try:
-        first = first_control_plane(outputs)
-        dist = distributions.detect(master, first)
-        nodes = dist.nodes(master, first)
-    except ConvergeError as exc:
+    _, nodes, problem = distributions.kubernetes_members(master, first_control_plane(outputs))
+    if problem:
         ui.warn(f"cannot tell which of {', '.join(hostnames.values())} the cluster has "
-                f"({exc.problem}): each leaves it as if it had")
+                f"({problem}): each leaves it as if it had")
         return sorted(minions)
     return sorted(m for m, host in hostnames.items() if host in (nodes or {}))
 
@@ -42,20 +40,18 @@ def remove_nodes(dep, minions, replace=False):
     nodes the cluster still has leave (``in_cluster``): a re-run after they left does
     nothing, and a node that came back leaves again."""
     extra = {"replace": True} if replace else {}
-    if not replace:
-        with dep.master() as master:
+    with dep.master() as master:
+        if not replace:
             members = in_cluster(dep, master, minions)
-        gone = sorted(set(minions) - set(members))
-        if gone:
-            ui.ok(f"{', '.join(m.split('.')[0] for m in gone)}: not in the cluster any more, "
-                  "nothing to take out")
-        if not members:
-            return {"left": [], "not_members": gone}
-        minions = members
-    names = ", ".join(m.split(".")[0] for m in minions)
+            gone = sorted(set(minions) - set(members))
+            if gone:
+                ui.ok(f"{', '.join(m.split('.')[0] for m in gone)}: not in the cluster any "
+                      "more, nothing to take out")
+            if not members:
+                return {"left": [], "not_members": gone}
+            minions = members
 
-    def run():
-        with dep.master() as master:
+        def run():
             # this checkout's formula: orch.remove and the states it runs
             push_trees(master, dep.settings)
             answering, silent = master.answering(minions, timeout=30)
@@ -71,13 +67,13 @@ def remove_nodes(dep, minions, replace=False):
                 done[("forced" if force else "left")] = orchestrated(summary)
             return done
 
-    return dep.steps.run(
-        "replace-leave" if replace else "remove-nodes", fingerprint(sorted(minions)),
-        f"take {names} out of the cluster before their servers go "
-        f"(salt-run state.orchestrate orch.remove "
-        f"pillar='{json.dumps({'remove': sorted(minions), **extra})}')",
-        run, always=True,
-    )
+        return dep.steps.run(
+            "replace-leave" if replace else "remove-nodes", fingerprint(sorted(minions)),
+            f"take {', '.join(m.split('.')[0] for m in minions)} out of the cluster before "
+            f"their servers go (salt-run state.orchestrate orch.remove "
+            f"pillar='{json.dumps({'remove': sorted(minions), **extra})}')",
+            run, always=True,
+        )
 
 
 def _last_apply(dep):
@@ -179,7 +175,7 @@ def forget(dep, names):
             fix=f"retire {'it' if len(listed) == 1 else 'them'}: add {hosts} to retired_nodes "
             "and run kos up, which takes a node out of the cluster before its server goes")
     with dep.master() as master:
-        held = sorted(set(ids) & set().union(*master.keys().values()))
+        held = key_holders(master, ids)
         members = in_cluster(dep, master, ids)
         unknown = sorted(set(ids) - set(held) - set(members))
         if unknown:

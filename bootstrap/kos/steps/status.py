@@ -3,35 +3,19 @@ certificates, as the salt master sees them."""
 
 import time
 
-from .. import distributions
-from ..errors import ConvergeError
+from ..distributions import kubernetes_members
 from .certificates import certificate_summary
 from .converge import ConvergeStep
 from .deployment import control_plane_ids, first_control_plane
 from .master import STATUS_PING
 
 
-def kubernetes_members(master, first):
-    try:
-        dist = distributions.detect(master, first)
-        return dist.name, dist.nodes(master, first), None
-    except ConvergeError as exc:
-        return None, {}, exc.problem
-
-
 def highstates_from_records(records):
     """Past the job cache's ``keep_jobs_seconds`` a node's last highstate is gone from the
     master; its own record of its last successful converge (``kos.last_converged``) still
     tells. ``records``: ``{minion: return}``; a node without a record stays unknown."""
-    found = {}
-    for mid, rec in records.items():
-        if isinstance(rec, dict) and isinstance(rec.get("at"), int):
-            found[mid] = {
-                "result": "ok",
-                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec["at"])),
-                "source": "the node's converge record",
-            }
-    return found
+    return {mid: {"result": "ok", "time": last["time"], "source": "the node's converge record"}
+            for mid, last in converges_from_records(records).items()}
 
 
 def converges_from_records(records):

@@ -3,7 +3,7 @@
 from .. import ui
 from .deployment import first_control_plane
 from .master import orchestrated, push_trees
-from .status import kubernetes_members
+from ..distributions import kubernetes_members
 
 
 def upgrade(dep, version=None):
