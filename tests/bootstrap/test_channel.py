@@ -306,6 +306,24 @@ def state_tree(tmp_path_factory):
             kostest-changed:
               test.succeed_with_changes: []
             """,
+        "kostest/restart.sls": f"""
+            kostest-slow:
+              salt.state:
+                - tgt: {MINION}
+                - sls: kostest.slow
+                - timeout: 20
+            kostest-then:
+              salt.function:
+                - name: test.true
+                - tgt: {MINION}
+                - require:
+                  - salt: kostest-slow
+            """,
+        "kostest/slow.sls": """
+            kostest-wait:
+              cmd.run:
+                - name: sleep 30
+            """,
         "kostest/echo.sls": f"""
             kostest-echo:
               cmd.run:
@@ -331,7 +349,9 @@ def master(salt_factories, state_tree):
 
 @pytest.fixture(scope="module")
 def minion(master):
-    factory = master.salt_minion_daemon(MINION)
+    # a return sent while the master restarts is retried until it is back (the
+    # restart test below); Salt's default gives up after 3 tries
+    factory = master.salt_minion_daemon(MINION, overrides={"return_retry_tries": 12})
     with factory.started(start_timeout=120):
         yield factory
     shutil.rmtree(factory.config["root_dir"], ignore_errors=True)
@@ -638,3 +658,34 @@ def test_the_channel_rides_through_a_master_restart_and_keeps_its_lock(master, m
             other.close()
     finally:
         salt_master.close()
+
+
+def test_a_master_restart_during_an_orchestration_is_named_with_what_each_minion_returned(
+        master, minion, session):
+    """The master restarts while a step's state run is on the minion: the step loses the
+    return, the minion's work does not. kos says the master restarted and what the minion
+    returned, from the job cache, not a failure the minion never had."""
+    salt_master = SaltMaster(session)
+    restarted = []
+
+    def restart_when_the_state_runs(event):
+        # once the minion has the job (its state sleeps 30 s): a master that stops as it
+        # publishes sends nothing, and the step fails for the minion's want of a job
+        if event.get("event") == "job" and event.get("fun") == "state.sls" and not restarted:
+            restarted.append(threading.Thread(
+                target=lambda: (time.sleep(3), master.terminate(), master.start())))
+            restarted[0].start()
+
+    try:
+        with pytest.raises(errors.ConvergeError) as caught:
+            salt_master.orchestrate("kostest.restart", progress=restart_when_the_state_runs)
+    finally:
+        if restarted:
+            restarted[0].join(300)
+        salt_master.close()
+    err = caught.value
+    assert "the salt master restarted while it ran" in str(err), (str(err), err.details)
+    assert any(re.fullmatch(rf"{MINION}: state\.sls \(job \d+\) ok \(1 states, 1 changed\)", line)
+               for line in err.details), err.details
+    assert "re-run kos converge" in err.fix
+

@@ -138,6 +138,9 @@ def test_the_control_plane_etcd_coredns_and_kube_proxy_run(real):
             assert name in pods and ready(pods[name]), name
     dns = [p for n, p in pods.items() if n.startswith("coredns-")]
     assert len(dns) == 2 and all(ready(p) for p in dns)
+    # kubeadm put both on k8s-cp-1, the only node then; kos spread them once others joined,
+    # so cluster DNS survives any one node
+    assert len({p["spec"]["nodeName"] for p in dns}) == 2, [p["spec"]["nodeName"] for p in dns]
     proxies = [p for n, p in pods.items() if n.startswith("kube-proxy-")]
     assert len(proxies) == real.values["num_kube_nodes"] and all(ready(p) for p in proxies)
 

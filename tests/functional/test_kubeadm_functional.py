@@ -648,6 +648,27 @@ def test_worker_joins_with_the_published_credentials(published, loaders, lab):
     assert nodes["k8s-cp-1"]["roles"] == ["control-plane"]
 
 
+def test_coredns_is_spread_once_a_second_node_joined(published, loaders, lab):
+    """Both replicas went to the first control plane, the only node when kubeadm deployed
+    them; with the worker joined the state restarts CoreDNS and they part."""
+    cp = lab["k8s-cp-1"]
+    admin = str(Path(cp.kube_dir) / "admin.conf")
+    spread = loaders.states.kubeadm_node.replicas_spread
+    with on(cp):
+        before = loaders.modules.kos_kubectl.pods("k8s-app=kube-dns", kubeconfig=admin)
+        predicted = spread(name="coredns", selector="k8s-app=kube-dns", kubeconfig=admin,
+                           test=True)
+        ret = spread(name="coredns", selector="k8s-app=kube-dns", kubeconfig=admin)
+        again = spread(name="coredns", selector="k8s-app=kube-dns", kubeconfig=admin)
+        after = loaders.modules.kos_kubectl.pods("k8s-app=kube-dns", kubeconfig=admin)
+    assert sorted(p["node"] for p in before.values()) == ["k8s-cp-1", "k8s-cp-1"]
+    assert predicted.result is None and predicted.changes["nodes"]["old"] == ["k8s-cp-1"]
+    assert ret.result is True, ret
+    assert ret.changes == {"nodes": {"old": ["k8s-cp-1"], "new": ["k8s-cp-1", "k8s-worker-1"]}}
+    assert sorted(p["node"] for p in after.values()) == ["k8s-cp-1", "k8s-worker-1"]
+    assert again.result is True and again.changes == {} and "already spread" in again.comment
+
+
 def arm(node, fault):
     """Make the stand-in fail once the way `fault` says (tests/standins/lib/kubeadm_standin)."""
     path = node.root / "kos-standin-faults" / fault

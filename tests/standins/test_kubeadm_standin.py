@@ -679,9 +679,36 @@ def test_certs_check_expiration_layout_on_a_joined_control_plane(cluster):
 # ---------------------------------------------------------------------------
 # kubectl
 
+def _dns_nodes(cluster):
+    r = cluster.kubectl("get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return sorted(p["spec"]["nodeName"] for p in json.loads(r.stdout)["items"])
+
+
+def test_kubectl_rollout_restart_spreads_coredns(cluster, worker):
+    """kubeadm deploys CoreDNS's two replicas (constants.CoreDNSReplicas) while the first
+    control plane is the only node; a rolling restart places them again, and its
+    preferred anti-affinity (cmd/kubeadm/app/phases/addons/dns/manifests.go) spreads them."""
+    assert _dns_nodes(cluster) == ["cp1", "cp1"]
+    r = cluster.kubectl("rollout", "restart", "deployment/coredns", "-n", "kube-system")
+    assert (r.returncode, r.stdout) == (0, "deployment.apps/coredns restarted\n"), r.stderr
+    spread = _dns_nodes(cluster)
+    assert len(set(spread)) == 2 and set(spread) <= {"cp1", "cp2", "w1"}, spread
+    r = cluster.kubectl("rollout", "status", "deployment", "coredns", "-n", "kube-system",
+                        "--timeout=60s")
+    assert (r.returncode, r.stdout) == (0, 'deployment "coredns" successfully rolled out\n')
+    r = cluster.kubectl("rollout", "restart", "deployment/nope", "-n", "kube-system")
+    assert (r.returncode, r.stderr) == (
+        1, 'Error from server (NotFound): deployments.apps "nope" not found\n')
+
+
 def test_kubectl_drain_delete_apply_get(cluster, worker, lab):
     r = cluster.kubectl("drain", "w1", "--ignore-daemonsets", "--delete-emptydir-data", "--force")
-    assert (r.returncode, r.stdout) == (0, "node/w1 cordoned\nnode/w1 drained\n")
+    # the CoreDNS replica the rollout above put on w1 is evicted and placed elsewhere
+    assert r.returncode == 0 and re.fullmatch(
+        r"node/w1 cordoned\nevicting pod kube-system/(coredns-\w+-\w+)\npod/\1 evicted\n"
+        r"node/w1 drained\n", r.stdout), r.stdout
+    assert "w1" not in _dns_nodes(cluster)
     assert re.fullmatch(r"Warning: ignoring DaemonSet-managed Pods: kube-system/kube-proxy-\w{5}\n",
                         r.stderr)
     assert re.search(r"^w1 +Ready,SchedulingDisabled +<none> ",

@@ -257,6 +257,20 @@ kos-orch-deploy-credentials-workers:
 {%- do last.append(sid) %}
 {%- endfor %}
 {%- endif %}
+{%- if plan.spread and distribution == 'kubeadm' %}
+
+# Cluster DNS survives any one node: kubeadm deployed CoreDNS's two replicas while the
+# first control plane was the only node, and joins never move them. (microk8s' dns addon
+# runs one replica.)
+kos-orch-deploy-spread:
+  salt.state:
+    - tgt: {{ plan.spread }}
+    - sls: kubeadm.spread
+    - queue: True
+    - timeout: {{ wave_timeout }}
+    - require:
+      - {{ last[-1] }}
+{%- endif %}
 {%- if plan.revoke %}
 
 # Used once: whatever this run issued is gone when it ends, whether the wave succeeded or

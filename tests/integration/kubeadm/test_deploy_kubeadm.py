@@ -91,7 +91,7 @@ def test_every_step_succeeded_in_order(deployed, deployment):
     expected = ["kos-orch-deploy-validate", "kos-orch-deploy-first-control-plane",
                 f"kos-orch-deploy-credentials-{cp2}", f"kos-orch-deploy-control-plane-{cp2}",
                 f"kos-orch-deploy-revoke-{cp2}", "kos-orch-deploy-credentials-workers",
-                "kos-orch-deploy-wave", "kos-orch-deploy-revoke"]
+                "kos-orch-deploy-wave", "kos-orch-deploy-spread", "kos-orch-deploy-revoke"]
     assert [i for i in order if i in expected] == expected
     assert highstated(deployed) == {
         "kos-orch-deploy-first-control-plane": {deployment.fqdn("k8s-cp-1")},
@@ -140,6 +140,18 @@ def test_cluster_has_every_node_with_its_role(deployed, salt_cli, deployment, ho
         assert daemon_pid(root_of(host_roots, name), *APISERVER)
     for name in ("k8s-worker-1", "k8s-worker-2"):
         assert daemon_pid(root_of(host_roots, name), *APISERVER) is None
+
+
+def test_cluster_dns_survives_any_one_node(deployed, salt_cli, deployment):
+    """kubeadm deployed both CoreDNS replicas on k8s-cp-1, then the only node; once the
+    others joined, the orchestration restarted CoreDNS and the replicas parted."""
+    ret = salt_cli.run("kos_kubectl.pods", "selector=k8s-app=kube-dns",
+                       minion_tgt=deployment.fqdn("k8s-cp-1"))
+    assert ret.returncode == 0, ret
+    hosts = [pod["node"] for pod in ret.data.values()]
+    assert len(hosts) == 2 and len(set(hosts)) == 2, ret.data
+    spread = by_id(deployed)["kos-orch-deploy-spread"]
+    assert spread["result"] is True and "were all on k8s-cp-1" in json.dumps(spread), spread
 
 
 def test_every_node_reaches_the_api_through_its_own_haproxy(deployed, salt_cli, deployment,

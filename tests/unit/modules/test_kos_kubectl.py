@@ -89,6 +89,38 @@ def test_drain_delete_apply_arguments(run_all):
                                     "/k/addons/kube-router.yaml"]
 
 
+def test_pods_leave_out_those_on_their_way_out(run_all):
+    """A rolling restart's old Pods linger, terminating, after the rollout is done."""
+    def pod(name, node, ready=True, leaving=False):
+        meta = {"name": name, "namespace": "kube-system"}
+        if leaving:
+            meta["deletionTimestamp"] = "2026-12-06T03:00:00Z"
+        return {"metadata": meta, "spec": {"nodeName": node} if node else {},
+                "status": {"phase": "Running" if node else "Pending",
+                           "conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+    run_all.return_value = result(json.dumps({"items": [
+        pod("coredns-a", "k8s-cp-1", leaving=True), pod("coredns-b", "k8s-cp-2"),
+        pod("coredns-c", None, ready=False)]}))
+    assert kos_kubectl.pods("k8s-app=kube-dns", kubeconfig="/a.conf") == {
+        "coredns-b": {"node": "k8s-cp-2", "phase": "Running", "ready": True},
+        "coredns-c": {"node": None, "phase": "Pending", "ready": False}}
+    assert called_args(run_all) == ["kubectl", "--kubeconfig", "/a.conf", "get", "pods",
+                                    "--namespace", "kube-system", "--selector",
+                                    "k8s-app=kube-dns", "-o", "json"]
+
+
+def test_rollout_restart_waits_for_the_rollout(run_all):
+    run_all.return_value = result('deployment "coredns" successfully rolled out\n')
+    assert "successfully rolled out" in kos_kubectl.rollout_restart(
+        "coredns", timeout=90, kubeconfig="/a.conf")
+    assert [c.args[0] for c in run_all.call_args_list][-2:] == [
+        ["kubectl", "--kubeconfig", "/a.conf", "rollout", "restart", "deployment/coredns",
+         "--namespace", "kube-system"],
+        ["kubectl", "--kubeconfig", "/a.conf", "rollout", "status", "deployment/coredns",
+         "--namespace", "kube-system", "--timeout=90s"]]
+
+
 def test_object_exists(run_all):
     run_all.return_value = result("daemonset.apps/kube-router\n")
     assert kos_kubectl.object_exists("DaemonSet", "kube-router", namespace="kube-system",

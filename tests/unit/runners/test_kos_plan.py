@@ -64,6 +64,8 @@ def test_a_fresh_cluster_initialises_the_first_control_plane_alone_then_one_wave
     assert got["control_planes"] == [] and got["workers"] == [W1, W2]
     assert got["wave"] == [[MASTER, W1, W2]]
     assert got["revoke"] == [W1, W2] and got["cluster_up"] is True
+    # once they joined, the issuer spreads the cluster's DNS over them
+    assert got["spread"] == CP1
     # never converged: every one syncs, refreshes and is validated before anything changes
     assert got["sync"] == got["check"] == [MASTER, W1, W2, CP1]
     assert got["learn"] == [] and got["silent"] == [] and got["invalid"] == []
@@ -79,7 +81,7 @@ def test_nothing_changed_plans_nothing():
     got = plan(kos, {m: converged(m) for m in (MASTER, CP1, W1, W2)})
     assert got["stop"] is None and got["summary"] == "no highstate"
     assert got["everyone"] == [] and got["wave"] == [] and got["first"] is None
-    assert got["cluster_up"] is False and got["revoke"] == []
+    assert got["cluster_up"] is False and got["revoke"] == [] and got["spread"] is None
 
 
 def test_a_pillar_change_is_one_wave_judged_in_the_answers():
@@ -88,7 +90,8 @@ def test_a_pillar_change_is_one_wave_judged_in_the_answers():
     got = plan(kos, answers)
     assert got["wave"] == [[MASTER, CP1, W1, W2]] and got["first"] is None
     assert got["sync"] == got["check"] == [] and got["revoke"] == []
-    assert got["control_planes"] == got["workers"] == []
+    # nothing joins, nothing moves: the replicas stay where they are
+    assert got["control_planes"] == got["workers"] == [] and got["spread"] is None
     # no refresh before: each highstate refreshes its in-memory pillar at its end
     assert got["run"] == {"tree": TREE, "refresh": [MASTER, CP1, W1, W2]}
 
@@ -130,7 +133,7 @@ def test_a_rebuilt_first_control_plane_rejoins_through_another_control_plane():
     got = plan(kos, answers)
     assert got["stop"] is None
     assert got["issuer"] == CP2 and got["first"] is None
-    assert got["control_planes"] == [CP1] and got["revoke"] == [CP1]
+    assert got["control_planes"] == [CP1] and got["revoke"] == [CP1] and got["spread"] == CP2
     assert got["rejoining"] is True and got["cluster_up"] is True
     assert got["run"] == {"tree": TREE, "refresh": [], "issuer": CP2}
     assert got["sync"] == [CP1]

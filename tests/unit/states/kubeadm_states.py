@@ -67,7 +67,7 @@ def m(state_dir):
              "token_create", "token_delete", "upload_certs", "ca_cert_hash", "nodes",
              "etcd_members", "evictable_pods", "join", "reset", "drain", "delete_node", "apply",
              "object_exists", "images", "archive_images", "import_images", "sync_pod_network",
-             "etcd_member_list", "etcd_member_remove"]
+             "etcd_member_list", "etcd_member_remove", "pods", "rollout_restart"]
     mocks = {}
     for n in names:
         owner = next(name for name, module in MODULES.items() if hasattr(module, n))

@@ -239,3 +239,72 @@ def test_pod_network_routed_before_the_join(m, tmp_path, test_mode):
     else:
         assert ret["result"] is False and "has not joined" in ret["comment"]
     m["kos_podnet.sync_pod_network"].assert_not_called()
+
+
+# --- replicas_spread -------------------------------------------------------------------------
+
+CP_TAINT = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+
+
+def node_rec(ready=True, unschedulable=False, taints=()):
+    return {"ready": ready, "roles": [], "ip": None, "unschedulable": unschedulable,
+            "taints": list(taints), "version": "v1.31.4", "pod_cidr": None}
+
+
+def dns(*nodes):
+    return {f"coredns-{i}": {"node": n, "phase": "Running", "ready": True}
+            for i, n in enumerate(nodes)}
+
+
+def spread():
+    return states.replicas_spread("coredns", "k8s-app=kube-dns", kubeconfig="/a.conf")
+
+
+@pytest.mark.parametrize("placed, nodes, why", [
+    (dns("cp-1"), {"cp-1": node_rec(), "w-1": node_rec()}, "fewer than two replicas"),
+    (dns("cp-1", "w-1"), {"cp-1": node_rec(), "w-1": node_rec()}, "already spread"),
+    (dns(None, None), {"cp-1": node_rec()}, "not scheduled yet"),
+    # a worker that is down, cordoned or tainted against CoreDNS cannot take a replica; another
+    # control plane can (CoreDNS tolerates their taint)
+    (dns("cp-1", "cp-1"), {"cp-1": node_rec(taints=CP_TAINT), "w-1": node_rec(ready=False),
+                           "w-2": node_rec(unschedulable=True),
+                           "w-3": node_rec(taints=[{"key": "gpu", "effect": "NoSchedule"}])},
+     "no other node can take one"),
+])
+def test_replicas_left_where_they_are(m, test_mode, placed, nodes, why):
+    m["kos_kubectl.pods"].return_value = placed
+    m["kos_kubectl.nodes"].return_value = nodes
+    ret = spread()
+    assert ret["result"] is True and ret["changes"] == {} and why in ret["comment"], ret
+    m["kos_kubectl.rollout_restart"].assert_not_called()
+
+
+def test_replicas_all_on_one_node_are_restarted_apart(m, test_mode):
+    nodes = {"cp-1": node_rec(taints=CP_TAINT), "cp-2": node_rec(taints=CP_TAINT),
+             "w-1": node_rec()}
+    m["kos_kubectl.pods"].side_effect = [dns("cp-1", "cp-1"), dns("cp-2", "w-1")]
+    m["kos_kubectl.nodes"].return_value = nodes
+    ret = spread()
+    if test_mode:
+        assert ret["result"] is None and "every replica is on cp-1" in ret["comment"]
+        assert ret["changes"]["nodes"]["old"] == ["cp-1"]
+        m["kos_kubectl.rollout_restart"].assert_not_called()
+    else:
+        assert ret["result"] is True, ret
+        assert ret["changes"] == {"nodes": {"old": ["cp-1"], "new": ["cp-2", "w-1"]}}
+        m["kos_kubectl.rollout_restart"].assert_called_once_with(
+            "coredns", "kube-system", timeout=180, kubeconfig="/a.conf")
+
+
+def test_replicas_the_scheduler_puts_together_again_fail_the_state(m):
+    m["kos_kubectl.pods"].side_effect = [dns("cp-1", "cp-1"), dns("cp-1", "cp-1")]
+    m["kos_kubectl.nodes"].return_value = {"cp-1": node_rec(), "w-1": node_rec()}
+    ret = spread()
+    assert ret["result"] is False and "every replica on cp-1 again" in ret["comment"]
+    assert ret["changes"] == {"nodes": {"old": ["cp-1"], "new": ["cp-1"]}}
+
+
+def test_replicas_not_readable_fail_the_state(m):
+    m["kos_kubectl.pods"].side_effect = CommandExecutionError("connection refused")
+    ret = spread()
+    assert ret["result"] is False and "cannot read where coredns runs" in ret["comment"]

@@ -308,6 +308,10 @@ class Handler(BaseHTTPRequestHandler):
             self._auth(allow_token=False)
             return self._send(200, store.mutate({"op": "set_addons",
                                                  "addons": self._body()["addons"]}))
+        if path == "/kos/v1/dns-pods" and method == "PUT":
+            self._auth(allow_token=False)
+            return self._send(200, store.mutate({"op": "place_dns_pods",
+                                                 "nodes": self._body()["nodes"]}))
         if path == "/kos/v1/members":
             self._auth(allow_token=False)
             if method == "GET":

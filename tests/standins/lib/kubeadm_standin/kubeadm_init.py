@@ -311,6 +311,9 @@ def cmd_init(args, parse_for, validate_mixed):
         cluster_state["addons"] = {}
         if not ("addon" in skip or "addon/coredns" in skip or cc["dns"]["disabled"]):
             cluster_state["addons"]["coredns"] = content.coredns_version()
+            # constants.CoreDNSReplicas (cmd/kubeadm/app/constants/constants.go): two, and
+            # the only node there is takes both
+            cluster_state["dnsPods"] = [node["name"]] * 2
         if kube_proxy:
             cluster_state["addons"]["kube-proxy"] = cc["kubernetesVersion"]
         cluster_state["members"] = [{"name": node["name"],

@@ -1,8 +1,11 @@
 """`kubectl` stand-in: the few verbs the kos states use, against the stand-in API server.
 
-get (nodes, namespaces, applied objects), drain, cordon, uncordon, delete, apply -f, version.
+get (nodes, namespaces, applied objects), drain, cordon, uncordon, delete, apply -f, version,
+rollout restart|status (kubeadm's CoreDNS Deployment).
 """
 
+import collections
+import hashlib
 import json
 import os
 import platform
@@ -36,11 +39,14 @@ APPLY = [Flag("filename", "slice", short="f"), Flag("server-side", "bool"),
          Flag("recursive", "bool", short="R"), Flag("output", short="o", default=""),
          Flag("field-manager"), Flag("wait", "bool")]
 VERSION = [Flag("client", "bool"), Flag("output", short="o", default="")]
+ROLLOUT = [Flag("timeout", "duration"), Flag("watch", "bool", short="w", default=True),
+           Flag("revision", "int"), Flag("selector", short="l"),
+           Flag("filename", "slice", short="f")]
 
 TREE = {"get": None, "drain": None, "cordon": None, "uncordon": None, "delete": None,
-        "apply": None, "version": None}
+        "apply": None, "version": None, "rollout": {"restart": None, "status": None}}
 FLAGS = {"get": GET, "drain": DRAIN, "cordon": CORDON, "uncordon": CORDON, "delete": DELETE,
-         "apply": APPLY, "version": VERSION}
+         "apply": APPLY, "version": VERSION, "rollout": ROLLOUT}
 
 BUILTIN_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
@@ -166,6 +172,8 @@ class Cluster:
                 return api.post(path, body)
             if method == "PATCH":
                 return api.patch(path, body)
+            if method == "PUT":
+                return api.put(path, body)
             if method == "DELETE":
                 return api.delete(path)
         except client.ClientError as e:
@@ -420,7 +428,72 @@ def _system_objects(cluster, kind):
                             "kubernetes.io/config.source": "file"}},
                     "spec": {"nodeName": member["name"]},
                     "status": {"phase": "Running"}})
+        objs.extend(_dns_pods(cluster, cluster_state))
     return objs
+
+
+# What kubeadm's CoreDNS Deployment tolerates (cmd/kubeadm/app/phases/addons/dns/manifests.go).
+DNS_TOLERATED = ("node-role.kubernetes.io/control-plane", "CriticalAddonsOnly")
+
+
+def _dns_hosts(nodes):
+    """The nodes the scheduler may put a CoreDNS replica on: Ready, schedulable, and no
+    NoSchedule or NoExecute taint the Deployment does not tolerate."""
+    return sorted(n["name"] for n in nodes if n.get("ready", True) and not n.get("unschedulable")
+                  and all(t.get("key") in DNS_TOLERATED or t.get("effect") == "PreferNoSchedule"
+                          for t in n.get("taints") or []))
+
+
+def _dns_pick(hosts, placed):
+    """Where the scheduler puts one more CoreDNS replica beside ``placed``: with the
+    Deployment's preferred anti-affinity on kubernetes.io/hostname, the node with the
+    fewest kube-dns Pods; None (Pending) when no node can take it."""
+    count = collections.Counter(placed)
+    return min(hosts, key=lambda n: (count[n], n)) if hosts else None
+
+
+def _dns_place(hosts, old):
+    """A rolling update of ``old`` (one node per replica): each new replica is placed
+    beside the old and new ones, then one old replica goes (maxUnavailable 1)."""
+    left, new = list(old), []
+    for _ in old:
+        new.append(_dns_pick(hosts, left + new))
+        left.pop(0)
+    return new
+
+
+def _dns_pods(cluster, cluster_state):
+    """CoreDNS's replicas where the scheduler put them (the state's ``dnsPods``). A replica
+    whose node was deleted is gone with it (the Pod garbage collector) and its
+    ReplicaSet's new one is placed at once, as is a Pending one once a node can take it."""
+    if "coredns" not in (cluster_state.get("addons") or {}):
+        return []
+    placed = list(cluster_state.get("dnsPods") or [])
+    nodes = cluster_state.get("nodes") or {}
+    hosts = _dns_hosts(nodes.values())
+    kept = [n for n in placed if n in nodes]
+    for _ in range(len(placed) - len(kept)):
+        kept.append(_dns_pick(hosts, kept))
+    generation = cluster_state.get("dnsGeneration", 0)
+    if kept != placed:
+        placed = kept
+        generation = cluster.call("PUT", "/kos/v1/dns-pods", {"nodes": placed},
+                                  verb="get")["dnsGeneration"]
+    template = hashlib.sha256(str(generation).encode()).hexdigest()[:10]
+    pods = []
+    for i, node in enumerate(placed):
+        suffix = hashlib.sha256(("%s/%d" % (template, i)).encode()).hexdigest()[:5]
+        pods.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "coredns-%s-%s" % (template, suffix), "namespace": "kube-system",
+                         "labels": {"k8s-app": "kube-dns", "pod-template-hash": template},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "coredns-" + template,
+                                              "controller": True}]},
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": "Running" if node else "Pending",
+                       "conditions": [{"type": "Ready", "status": "True" if node else "False"}]}})
+    return pods
 
 
 def _label_match(selector, labels):
@@ -637,6 +710,22 @@ def _evict(cluster, node):
         cluster.call("DELETE", "/kos/v1/objects?key=%s&resource=pods&name=%s" % (
             client.q(key), client.q(meta["name"])), verb="drain")
         env.out("pod/%s evicted" % meta["name"])
+    # CoreDNS's replicas on the node: evicted, and their ReplicaSet's new ones placed on the
+    # nodes that can take them (the drained node is cordoned by now)
+    cluster_state = cluster.call("GET", "/kos/v1/state", verb="drain")
+    pods = _dns_pods(cluster, cluster_state)
+    leaving = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == node]
+    if not leaving:
+        return
+    for name in leaving:
+        env.out("evicting pod kube-system/%s" % name)
+    staying = [p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName") != node]
+    hosts = _dns_hosts((cluster_state.get("nodes") or {}).values())
+    for _ in leaving:
+        staying.append(_dns_pick(hosts, staying))
+    cluster.call("PUT", "/kos/v1/dns-pods", {"nodes": staying}, verb="drain")
+    for name in leaving:
+        env.out("pod/%s evicted" % name)
 
 
 def cmd_delete(cluster, values, pos):
@@ -806,6 +895,35 @@ def cmd_version(cluster, values, pos):
         env.out("Server Version: %s" % server.get("gitVersion"))
 
 
+def cmd_rollout(cluster, values, path, pos):
+    """`rollout restart|status` of kubeadm's CoreDNS Deployment, the one Deployment the
+    stand-in runs: a restart places its replicas again (``_dns_place``); status reports the
+    rollout done, as it is at once here."""
+    if len(path) < 2:
+        raise KubectlError("error: Required resource not specified.")
+    words = pos[0].split("/", 1) if pos else [""]
+    names = [words[1]] if len(words) == 2 else pos[1:]
+    if words[0].lower() not in ("deployment", "deployments", "deploy",
+                                "deployment.apps", "deployments.apps") or len(names) != 1:
+        raise KubectlError("error: the stand-in rolls out one Deployment, named: "
+                           "deployment/NAME")
+    name, ns = names[0], values["namespace"] or "default"
+    cluster_state = cluster.call("GET", "/kos/v1/state")
+    if (ns, name) != ("kube-system", "coredns") or \
+            "coredns" not in (cluster_state.get("addons") or {}):
+        raise KubectlError('Error from server (NotFound): deployments.apps "%s" not found'
+                           % name)
+    if path[1] == "status":
+        env.out('deployment "%s" successfully rolled out' % name)
+        return
+    current = [p["spec"].get("nodeName") for p in _dns_pods(cluster, cluster_state)]
+    hosts = _dns_hosts((cluster_state.get("nodes") or {}).values())
+    if current and hosts:
+        cluster.call("PUT", "/kos/v1/dns-pods", {"nodes": _dns_place(hosts, current)},
+                     verb="rollout")
+    env.out("deployment.apps/%s restarted" % name)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     env.set_tool("kubectl")  # the client version follows the kubectl package
@@ -835,6 +953,8 @@ def main(argv=None):
             cmd_apply(cluster, values, pos)
         elif verb == "version":
             cmd_version(cluster, values, pos)
+        elif verb == "rollout":
+            cmd_rollout(cluster, values, path, pos)
         sys.stdout.flush()
         return 0
     except KubectlError as e:

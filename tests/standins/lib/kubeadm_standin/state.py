@@ -226,6 +226,11 @@ def apply_op(state, op, now=None):
         # what the addon phase deployed: {"coredns": version, "kube-proxy": version}
         state.setdefault("addons", {}).update(op["addons"])
         result = {"addons": state["addons"]}
+    elif kind == "place_dns_pods":
+        # where the scheduler put CoreDNS's replicas, one node name per replica
+        state["dnsPods"] = list(op["nodes"])
+        state["dnsGeneration"] = state.get("dnsGeneration", 0) + 1
+        result = {"dnsPods": state["dnsPods"], "dnsGeneration": state["dnsGeneration"]}
     elif kind == "delete_object":
         if op["key"] not in state["objects"]:
             raise not_found(op.get("resource", "objects"), op.get("name", op["key"]))

@@ -149,6 +149,60 @@ def evictable_pods(node, kubeconfig=None):
     return sorted(left)
 
 
+def pods(selector, namespace="kube-system", kubeconfig=None):
+    """
+    Return the Pods of ``namespace`` that the label ``selector`` picks and that are not
+    on their way out (no deletion timestamp): ``{name: {"node", "phase", "ready"}}``
+    (node: None while unscheduled).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kos_kubectl.pods k8s-app=kube-dns
+    """
+    out = _kubectl(["get", "pods", "--namespace", namespace, "--selector", selector,
+                    "-o", "json"], kubeconfig)["stdout"]
+    try:
+        items = json.loads(out)["items"]
+    except (ValueError, KeyError) as exc:
+        raise CommandExecutionError("kubectl printed no pod list") from exc
+    ret = {}
+    for pod in items:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        status = pod.get("status") or {}
+        ret[meta.get("name")] = {
+            "node": (pod.get("spec") or {}).get("nodeName"),
+            "phase": status.get("phase"),
+            "ready": any(c.get("type") == "Ready" and c.get("status") == "True"
+                         for c in status.get("conditions") or []),
+        }
+    return ret
+
+
+def rollout_restart(deployment, namespace="kube-system", timeout=180, kubeconfig=None):
+    """
+    Replace a Deployment's Pods the way its rolling update does (``kubectl rollout
+    restart``) and wait until the rollout is done (``kubectl rollout status``), so the
+    scheduler places each new Pod against the nodes as they are now.
+
+    timeout
+        Seconds the rollout may take.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt 'k8s-cp-1*' kos_kubectl.rollout_restart coredns
+    """
+    where = ["--namespace", namespace]
+    _kubectl(["rollout", "restart", f"deployment/{deployment}", *where], kubeconfig)
+    return _kubectl(["rollout", "status", f"deployment/{deployment}", *where,
+                     f"--timeout={kos_kubeadm.duration(timeout)}"], kubeconfig)["stdout"]
+
+
 def drain(node, timeout=None, kubeconfig=None):
     """
     Cordon ``node`` and evict its Pods (``kubectl drain --ignore-daemonsets

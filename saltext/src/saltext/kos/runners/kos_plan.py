@@ -120,6 +120,9 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
         The parts of the parallel wave, one after the other.
     ``revoke``
         Every node this run issues a credential for (revoked when it ends).
+    ``spread``
+        The control plane that spreads the cluster's DNS over the nodes once every join of
+        this run is done (the issuer), or None when nothing joins.
     ``cluster_up``
         True when the first control plane is initialised or rejoins in this run (it tells
         the mine its cluster is up at the end).
@@ -325,6 +328,7 @@ def plan(kos, options=None, answers=None, cores=1, tree=None):
         issuer=issuer,
         wave=_parts(wave, batch) if wave else [],
         revoke=joining if credentials else [],
+        spread=issuer if credentials else None,
         cluster_up=bool(first_alone or rejoining),
         rejoining=bool(rejoining),
         run=run,

@@ -1,7 +1,7 @@
 """
 What a kubeadm node runs besides its membership (``kubeadm``): the manifests applied to
 the cluster, container images imported from archives, the control plane's certificates
-renewed before they expire, and the routed pod network.
+renewed before they expire, the routed pod network, and replicas spread over nodes.
 """
 
 import glob
@@ -238,4 +238,71 @@ def pod_network_routed(name, cluster_cidr, timeout=60, kube_dir=None):
         ret["comment"] = f"routed pod network of {name} ({res['pod_cidr']}) in line with the API"
     else:
         ret["comment"] = f"the routed pod network of {name} ({res['pod_cidr']}) matches the API"
+    return ret
+
+
+# What kubeadm's CoreDNS Deployment tolerates
+# (cmd/kubeadm/app/phases/addons/dns/manifests.go): the control planes' taint and
+# CriticalAddonsOnly. A node with any other NoSchedule or NoExecute taint cannot take it.
+TOLERATED = ("node-role.kubernetes.io/control-plane", "CriticalAddonsOnly")
+
+
+def _can_host(record, tolerated):
+    return record["ready"] and not record["unschedulable"] and all(
+        t.get("key") in tolerated or t.get("effect") == "PreferNoSchedule"
+        for t in record["taints"])
+
+
+def replicas_spread(name, selector, namespace="kube-system", tolerated=TOLERATED, timeout=180,
+                    kubeconfig=None):
+    """
+    Ensure the replicas of Deployment ``name`` (its Pods: label ``selector``) do not all
+    sit on one node while another node could take them, so that losing one node leaves
+    one running. The scheduler spreads them only as it places them (kubeadm's CoreDNS
+    prefers other nodes than its siblings'), and kubeadm deploys CoreDNS while the first
+    control plane is the only node: both replicas stay there through every join.
+    A rolling restart (``kubectl rollout restart``) places them again.
+
+    tolerated
+        Taint keys the Pods tolerate (kubeadm's CoreDNS: the control planes' and
+        CriticalAddonsOnly); nodes with other NoSchedule or NoExecute taints do not count.
+    """
+    ret = kos_state.ret(name)
+    if "kos_kubectl.pods" not in __salt__:
+        return kos_state.missing_module(ret, __opts__, "kubectl",
+                                        f"spread the replicas of {name}")
+    try:
+        placed = __salt__["kos_kubectl.pods"](selector, namespace, kubeconfig=kubeconfig)
+        nodes = __salt__["kos_kubectl.nodes"](kubeconfig=kubeconfig, refresh=True)
+    except CommandExecutionError as exc:
+        return kos_state.fail(ret, f"cannot read where {name} runs: {exc}")
+    hosts = sorted({p["node"] for p in placed.values() if p["node"]})
+    others = sorted(n for n, rec in nodes.items()
+                    if n not in hosts and _can_host(rec, tolerated))
+    why = ("fewer than two replicas" if len(placed) < 2 else
+           "already spread" if len(hosts) > 1 else
+           "not scheduled yet" if not hosts else
+           "no other node can take one" if not others else None)
+    if why:
+        ret["comment"] = f"{name}: {len(placed)} replicas on {', '.join(hosts) or 'no node'} " \
+                         f"({why})"
+        return ret
+    changes = {"nodes": {"old": hosts, "new": f"spread over {', '.join(hosts + others)}"}}
+    if kos_state.predicted(ret, __opts__, changes,
+                           f"would restart {name}: every replica is on {hosts[0]}"):
+        return ret
+    try:
+        __salt__["kos_kubectl.rollout_restart"](name, namespace, timeout=timeout,
+                                               kubeconfig=kubeconfig)
+        now = sorted({p["node"] for p in __salt__["kos_kubectl.pods"](
+            selector, namespace, kubeconfig=kubeconfig).values() if p["node"]})
+    except CommandExecutionError as exc:
+        return kos_state.fail(ret, f"restarting {name} to spread it: {exc}",
+                              made={"restarted": name})
+    ret["changes"] = {"nodes": {"old": hosts, "new": now}}
+    if len(now) < 2:
+        return kos_state.fail(ret, f"{name} restarted, and the scheduler put every replica on "
+                                   f"{', '.join(now)} again", made=ret["changes"])
+    ret["comment"] = f"{name} restarted: its replicas were all on {hosts[0]}, now on " \
+                     f"{', '.join(now)}"
     return ret
