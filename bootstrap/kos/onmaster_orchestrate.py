@@ -24,6 +24,19 @@ REACTOR_WAIT = 1800
 REACTOR_USER = "Reactor"
 
 
+def master_process(opts):
+    """``(pid, start time)`` of the salt-master daemon from its pidfile, None when it does not
+    run: another pair after an orchestration means the master restarted while it ran."""
+    try:
+        with open(opts.get("pidfile") or "/var/run/salt-master.pid", encoding="utf-8") as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            # the start time is field 22; the fields after the command's ")" begin at 3
+            return pid, f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Orchestrations:
     """The orchestration requests of ``kos.onmaster.Server``, which gives ``runner``,
     ``salt``, ``opts``, ``out``, ``cancelled``, ``orchestration`` and ``check_cancelled``."""
@@ -90,6 +103,7 @@ class Orchestrations:
         }
         # From here a cancel soft-kills it: checked once more, then it starts.
         self.orchestration = jid
+        master = master_process(self.opts)
         try:
             self.check_cancelled()
             data = self.runner.low("state.orchestrate", low, print_event=False, full_return=True)
@@ -98,6 +112,10 @@ class Orchestrations:
             watcher.stop()
         summary = orchestration_summary(data, watcher.answered)
         summary.update(jid=jid, cancelled=self.cancelled.is_set(), stopped=False, not_run=[])
+        if master and master_process(self.opts) != master:
+            # The steps' returns were lost with the master's event bus, not the minions'
+            # work: say what each minion really returned, from the job cache.
+            summary.update(master_restarted=True, returned=self.cached_returns(watcher))
         if summary["cancelled"] and "steps" in summary:
             # The soft kill leaves the steps it skipped out of the return: name them.
             planned = self.planned_steps(sls, low["kwarg"]["pillar"])
@@ -106,6 +124,34 @@ class Orchestrations:
                 not_run=sorted(planned - ran), stopped=bool(planned - ran), total=len(planned)
             )
         return summary
+
+    def cached_returns(self, watcher):
+        """``[{"jid", "fun", "minions": {minion: state summary}}]`` of the state runs the
+        orchestration published, as the master's job cache holds them. A publication the
+        restart cut off is sent again under another jid: a minion's latest return of each
+        function stands, and one with none is said to have none."""
+        latest = {}
+        for jid, fun in sorted(watcher.jobs.items()):
+            if not str(fun).startswith("state."):
+                continue
+            try:
+                cached = self.runner.cmd("jobs.lookup_jid", [jid], print_event=False)
+            except Exception as exc:  # noqa: BLE001 - a report, never a second failure
+                cached, error = {}, f"the job cache did not answer: {exc}"
+            else:
+                error = "no return in the master's job cache"
+            cached = cached if isinstance(cached, dict) else {}
+            if "outputter" in cached and isinstance(cached.get("data"), dict):
+                cached = cached["data"]
+            for minion in sorted(set(watcher.targets.get(jid) or []) | set(cached)):
+                if minion in cached:
+                    latest[(minion, fun)] = (jid, state_summary(cached[minion]))
+                else:
+                    latest.setdefault((minion, fun), (jid, {"errors": [error]}))
+        out = {}
+        for (minion, fun), (jid, summary) in sorted(latest.items()):
+            out.setdefault(jid, {"jid": jid, "fun": fun, "minions": {}})["minions"][minion] = summary
+        return [out[jid] for jid in sorted(out)]
 
     def planned_steps(self, sls, pillar):
         shown = self.runner.cmd(
@@ -127,6 +173,7 @@ class Watcher(threading.Thread):
         self.rid = rid
         self.jid = jid
         self.jobs = {}
+        self.targets = {}
         self.returns = {}
         self.stopping = threading.Event()
         opts = channel.opts
@@ -165,6 +212,7 @@ class Watcher(threading.Thread):
             if fun in QUIET_FUNS:
                 return
             self.jobs[jid] = fun
+            self.targets[jid] = sorted(data.get("minions") or [])
             emit(
                 id=self.rid,
                 event="job",

@@ -402,6 +402,17 @@ class SaltMaster:
             )
         steps = summary.get("steps", [])
         failures, not_run = orchestration_failures(steps)
+        if summary.get("master_restarted") and (failures or summary.get("stopped")):
+            raise ConvergeError(
+                f"{sls} was cut short: the salt master restarted while it ran (orchestration "
+                f"{summary.get('jid')}); its steps lost the minions' returns, so what each "
+                "minion really returned is read from the master's job cache",
+                fix=f"re-run {rerun}: what the minions finished stays done and states are "
+                "idempotent; if the master restarted by itself, read `journalctl -u "
+                "salt-master` on it",
+                details=cached_returns(summary.get("returned") or [])
+                + [f"steps cut short: {', '.join(sorted({i for i, _ in failures}))}"] * bool(failures),
+            )
         if summary.get("stopped"):
             last = steps[-1]["id"] if steps else None
             raise Interrupted(
@@ -425,6 +436,26 @@ class SaltMaster:
                 + ([f"not run (an earlier step failed): {', '.join(not_run)}"] if not_run else []),
             )
         return summary
+
+
+def cached_returns(jobs):
+    """One line per minion and state run of ``jobs`` (the orchestration summary's
+    ``returned``): what it returned, as the master's job cache holds it."""
+    lines = []
+    for job in jobs:
+        what = f"{job.get('fun')} (job {job.get('jid')})"
+        for minion, summary in sorted((job.get("minions") or {}).items()):
+            failed = [f for f in summary.get("failed") or [] if not f.get("requisite")] or \
+                summary.get("failed") or []
+            if "states" in summary and not failed:
+                lines.append(f"{minion}: {what} ok ({summary['states']} states, "
+                             f"{summary['changed']} changed)")
+            elif failed:
+                lines += [f"{minion}: {what} failed at {f['id']}: {f['comment'] or 'failed'}"
+                          for f in failed[:5]]
+            else:
+                lines.append(f"{minion}: {what}: {'; '.join(summary.get('errors') or [])}")
+    return lines or ["the orchestration ran no state before the restart"]
 
 
 def key_holders(master, minions):
