@@ -125,11 +125,29 @@ class Orchestrations:
             )
         return summary
 
-    def cached_returns(self, watcher):
+    def cached_returns(self, watcher, wait=30):
         """``[{"jid", "fun", "minions": {minion: state summary}}]`` of the state runs the
         orchestration published, as the master's job cache holds them. A publication the
         restart cut off is sent again under another jid: a minion's latest return of each
-        function stands, and one with none is said to have none."""
+        function stands, and one with none is said to have none. A minion whose run
+        outlived the restart may still be returning (it retries while the master is
+        away): missing returns are waited for, ``wait`` seconds at most."""
+        deadline = time.monotonic() + wait
+        while True:
+            latest = self._lookup_returns(watcher)
+            missing = [key for key, (_, summary) in latest.items() if summary.get("missing")]
+            if not missing or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        out = {}
+        for (minion, fun), (jid, summary) in sorted(latest.items()):
+            summary.pop("missing", None)
+            out.setdefault(jid, {"jid": jid, "fun": fun, "minions": {}})["minions"][minion] = summary
+        return [out[jid] for jid in sorted(out)]
+
+    def _lookup_returns(self, watcher):
+        """``{(minion, fun): (jid, state summary)}``: each minion's latest state run of each
+        function in the job cache (a summary with ``missing`` where it has none)."""
         latest = {}
         for jid, fun in sorted(watcher.jobs.items()):
             if not str(fun).startswith("state."):
@@ -147,11 +165,8 @@ class Orchestrations:
                 if minion in cached:
                     latest[(minion, fun)] = (jid, state_summary(cached[minion]))
                 else:
-                    latest.setdefault((minion, fun), (jid, {"errors": [error]}))
-        out = {}
-        for (minion, fun), (jid, summary) in sorted(latest.items()):
-            out.setdefault(jid, {"jid": jid, "fun": fun, "minions": {}})["minions"][minion] = summary
-        return [out[jid] for jid in sorted(out)]
+                    latest.setdefault((minion, fun), (jid, {"errors": [error], "missing": True}))
+        return latest
 
     def planned_steps(self, sls, pillar):
         shown = self.runner.cmd(

@@ -319,10 +319,10 @@ def state_tree(tmp_path_factory):
                 - require:
                   - salt: kostest-slow
             """,
-        "kostest/slow.sls": """
+        "kostest/slow.sls": f"""
             kostest-wait:
               cmd.run:
-                - name: sleep 30
+                - name: touch {root}/slow-started && sleep 30
             """,
         "kostest/echo.sls": f"""
             kostest-echo:
@@ -661,24 +661,31 @@ def test_the_channel_rides_through_a_master_restart_and_keeps_its_lock(master, m
 
 
 def test_a_master_restart_during_an_orchestration_is_named_with_what_each_minion_returned(
-        master, minion, session):
+        master, minion, session, state_tree):
     """The master restarts while a step's state run is on the minion: the step loses the
     return, the minion's work does not. kos says the master restarted and what the minion
     returned, from the job cache, not a failure the minion never had."""
     salt_master = SaltMaster(session)
     restarted = []
+    started = state_tree / "slow-started"
 
-    def restart_when_the_state_runs(event):
-        # once the minion has the job (its state sleeps 30 s): a master that stops as it
-        # publishes sends nothing, and the step fails for the minion's want of a job
+    def restart_once_the_state_runs():
+        # once the minion runs the job (its state sleeps 30 s): a master that stops before
+        # the publication reached the minion leaves it nothing to return
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        master.terminate()
+        master.start()
+
+    def restart_when_the_state_is_published(event):
         if event.get("event") == "job" and event.get("fun") == "state.sls" and not restarted:
-            restarted.append(threading.Thread(
-                target=lambda: (time.sleep(3), master.terminate(), master.start())))
+            restarted.append(threading.Thread(target=restart_once_the_state_runs))
             restarted[0].start()
 
     try:
         with pytest.raises(errors.ConvergeError) as caught:
-            salt_master.orchestrate("kostest.restart", progress=restart_when_the_state_runs)
+            salt_master.orchestrate("kostest.restart", progress=restart_when_the_state_is_published)
     finally:
         if restarted:
             restarted[0].join(300)
