@@ -17,6 +17,11 @@ bench/results/cloud-<time>.json:
   memory      the cloud's processes once the cluster converged: RSS summed, and PSS (shared
               pages counted once, in proportion), and the machine's peak (MemTotal -
               MemAvailable) over the whole run
+  services    with the cluster converged and left alone, --idle seconds (default 60) of
+              each of the cloud's systemd services: CPU (cores busy: CPU-seconds of its
+              processes over the window's seconds) and PSS (MiB), from /proc in the
+              cloud's PID namespace, grouped by the unit of each process's cgroup
+  boot units  the slowest units of the cloud's boot (systemd-analyze blame inside it)
 
 Needs root. Run: sudo .venv/bin/python bench/cloud.py [--fresh]
 """
@@ -47,20 +52,31 @@ PHASES = {
 }
 
 
-def cloud_memory(cluster):
-    """RSS and PSS (MiB) of every process of the cloud machine (its PID namespace)."""
+def cloud_processes(cluster):
+    """The /proc entries of every process of the cloud machine (its PID namespace)."""
     machine = hosts.Machine(net.cloud_ns(cluster), "/nonexistent")
     pid1 = machine.pid1()
     if not pid1:
-        return None
+        return []
     ns = os.readlink(f"/proc/{pid1}/ns/pid")
-    rss = pss = 0
+    found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
         try:
-            if os.readlink(proc / "ns" / "pid") != ns:
-                continue
+            if proc.name.isdigit() and os.readlink(proc / "ns" / "pid") == ns:
+                found.append(proc)
+        except OSError:
+            continue
+    return found
+
+
+def cloud_memory(cluster):
+    """RSS and PSS (MiB) of every process of the cloud machine (its PID namespace)."""
+    procs = cloud_processes(cluster)
+    if not procs:
+        return None
+    rss = pss = 0
+    for proc in procs:
+        try:
             for line in (proc / "smaps_rollup").read_text().splitlines():
                 if line.startswith("Rss:"):
                     rss += int(line.split()[1])
@@ -69,6 +85,60 @@ def cloud_memory(cluster):
         except OSError:
             continue
     return {"rss_mib": rss // 1024, "pss_mib": pss // 1024}
+
+
+def _unit(proc):
+    """The systemd unit of a process, from its cgroup path (``-`` outside one)."""
+    path = (proc / "cgroup").read_text().strip().splitlines()[-1].split(":", 2)[-1]
+    units = [p for p in path.split("/") if p.endswith((".service", ".scope"))]
+    return units[-1] if units else "-"
+
+
+def _cpu_ticks(proc):
+    fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+
+
+def service_usage(cluster, seconds):
+    """``{unit: {"cores", "pss_mib"}}`` of the cloud's services over ``seconds`` left alone:
+    CPU-seconds of each unit's processes (those alive at both ends) per second."""
+    def sample():
+        out = {}
+        for proc in cloud_processes(cluster):
+            try:
+                out[proc.name] = (_unit(proc), _cpu_ticks(proc))
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+
+    hz = os.sysconf("SC_CLK_TCK")
+    before = sample()
+    time.sleep(seconds)
+    after = sample()
+    usage = {}
+    for pid, (unit, ticks) in after.items():
+        row = usage.setdefault(unit, {"cores": 0.0, "pss_mib": 0.0})
+        if pid in before:
+            row["cores"] += (ticks - before[pid][1]) / hz / seconds
+        try:
+            pss = next(int(line.split()[1]) for line in
+                       (Path("/proc") / pid / "smaps_rollup").read_text().splitlines()
+                       if line.startswith("Pss:"))
+            row["pss_mib"] += pss / 1024
+        except (OSError, StopIteration):
+            pass
+    return {u: {k: round(v, 3 if k == "cores" else 1) for k, v in row.items()}
+            for u, row in sorted(usage.items(), key=lambda kv: -kv[1]["cores"])}
+
+
+def boot_units(cluster, top=12):
+    """The slowest units of the cloud's boot, as ``systemd-analyze blame`` prints them."""
+    machine = hosts.Machine(net.cloud_ns(cluster), "/nonexistent")
+    try:
+        res = machine.run("systemd-analyze", "blame", "--no-pager", check=False)
+    except Exception as exc:  # noqa: BLE001 - a figure, not a failure
+        return [f"systemd-analyze: {exc}"]
+    return [line.strip() for line in res.stdout.splitlines()[:top]]
 
 
 def operator(prefix):
@@ -109,6 +179,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh", action="store_true",
                         help="build every image (and the provider) into an empty cache")
+    parser.add_argument("--idle", type=int, default=60,
+                        help="seconds the cloud's services are measured left alone")
     args = parser.parse_args()
     work, env, agent_pid, public_key = operator("kos-bench-cloud-")
     if args.fresh:
@@ -127,6 +199,10 @@ def main():
         if up.returncode != 0:
             result["error"] = up.stderr[-2000:]
         result["memory"] = cloud_memory(CLUSTER)
+        if up.returncode == 0:
+            result["boot_units"] = boot_units(CLUSTER)
+            result["idle_s"] = args.idle
+            result["services"] = service_usage(CLUSTER, args.idle)
         images = [line for line in up.stderr.splitlines() if " built in " in line]
         result["images_built"] = images
         result.update(phase_seconds(work, CLUSTER, PHASES))
@@ -145,6 +221,15 @@ def main():
     mem = result.get("memory") or {}
     print(f"  cloud memory: RSS {mem.get('rss_mib', '-')} MiB summed, PSS {mem.get('pss_mib', '-')} MiB; "
           f"machine peak {result['machine_peak_mib']} MiB")
+    services = result.get("services") or {}
+    if services:
+        total = sum(r["cores"] for r in services.values())
+        print(f"  the cloud's services left alone for {result['idle_s']} s: {total:.2f} cores busy")
+        print(f"    {'unit':<44} {'cores':>6} {'PSS MiB':>8}")
+        for unit, row in services.items():
+            print(f"    {unit:<44} {row['cores']:>6.3f} {row['pss_mib']:>8.1f}")
+    for line in result.get("boot_units") or []:
+        print(f"  boot: {line}")
     out = REPO / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"cloud-{time.strftime('%Y%m%d-%H%M%S')}.json"
