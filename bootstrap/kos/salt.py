@@ -411,7 +411,8 @@ class SaltMaster:
                 "idempotent; if the master restarted by itself, read `journalctl -u "
                 "salt-master` on it",
                 details=cached_returns(summary.get("returned") or [])
-                + [f"steps cut short: {', '.join(sorted({i for i, _ in failures}))}"] * bool(failures),
+                + ([f"steps cut short: {', '.join(sorted({i for i, _ in failures}))}"]
+                   if failures else []),
             )
         if summary.get("stopped"):
             last = steps[-1]["id"] if steps else None
@@ -445,17 +446,26 @@ def cached_returns(jobs):
     for job in jobs:
         what = f"{job.get('fun')} (job {job.get('jid')})"
         for minion, summary in sorted((job.get("minions") or {}).items()):
-            failed = [f for f in summary.get("failed") or [] if not f.get("requisite")] or \
-                summary.get("failed") or []
+            failed = state_failures(summary)
             if "states" in summary and not failed:
-                lines.append(f"{minion}: {what} ok ({summary['states']} states, "
-                             f"{summary['changed']} changed)")
+                lines.append(f"{minion}: {what} ok ({state_counts(summary)})")
             elif failed:
                 lines += [f"{minion}: {what} failed at {f['id']}: {f['comment'] or 'failed'}"
                           for f in failed[:5]]
             else:
                 lines.append(f"{minion}: {what}: {'; '.join(summary.get('errors') or [])}")
     return lines or ["the orchestration ran no state before the restart"]
+
+
+def state_failures(summary):
+    """The failed states of one state run's summary that failed by themselves; those that
+    failed only for a requisite when nothing else failed."""
+    failed = summary.get("failed") or []
+    return [f for f in failed if not f.get("requisite")] or failed
+
+
+def state_counts(summary):
+    return f"{summary['states']} states, {summary['changed']} changed"
 
 
 def key_holders(master, minions):
@@ -527,15 +537,13 @@ def report_return(event):
     summary = event.get("summary") or {}
     if fun in ("state.highstate", "state.apply", "state.sls"):
         if "states" in summary:
-            bad = [f for f in summary["failed"] if not f.get("requisite")] or summary["failed"]
+            bad = state_failures(summary)
             if bad:
                 ui.fail(f"{minion}: {what} failed ({len(bad)} of {summary['states']} states)")
                 for state in bad[:5]:
                     ui.detail(f"{state['id']}: {state['comment']}")
             else:
-                ui.ok(
-                    f"{minion}: {what} ok ({summary['states']} states, {summary['changed']} changed)"
-                )
+                ui.ok(f"{minion}: {what} ok ({state_counts(summary)})")
         else:
             ui.fail(f"{minion}: {what} failed: {'; '.join(summary.get('errors', []))[:300]}")
     elif event.get("success") is False or event.get("retcode") not in (0, None):

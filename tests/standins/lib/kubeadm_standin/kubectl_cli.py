@@ -452,6 +452,15 @@ def _dns_pick(hosts, placed):
     return min(hosts, key=lambda n: (count[n], n)) if hosts else None
 
 
+def _dns_replace(hosts, placed, gone):
+    """``placed`` without the replicas for which ``gone(node)`` holds, and their
+    ReplicaSet's new ones placed one by one beside the rest."""
+    kept = [n for n in placed if not gone(n)]
+    for _ in range(len(placed) - len(kept)):
+        kept.append(_dns_pick(hosts, kept))
+    return kept
+
+
 def _dns_place(hosts, old):
     """A rolling update of ``old`` (one node per replica): each new replica is placed
     beside the old and new ones, then one old replica goes (maxUnavailable 1)."""
@@ -470,10 +479,7 @@ def _dns_pods(cluster, cluster_state):
         return []
     placed = list(cluster_state.get("dnsPods") or [])
     nodes = cluster_state.get("nodes") or {}
-    hosts = _dns_hosts(nodes.values())
-    kept = [n for n in placed if n in nodes]
-    for _ in range(len(placed) - len(kept)):
-        kept.append(_dns_pick(hosts, kept))
+    kept = _dns_replace(_dns_hosts(nodes.values()), placed, lambda n: n not in nodes)
     generation = cluster_state.get("dnsGeneration", 0)
     if kept != placed:
         placed = kept
@@ -719,11 +725,9 @@ def _evict(cluster, node):
         return
     for name in leaving:
         env.out("evicting pod kube-system/%s" % name)
-    staying = [p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName") != node]
-    hosts = _dns_hosts((cluster_state.get("nodes") or {}).values())
-    for _ in leaving:
-        staying.append(_dns_pick(hosts, staying))
-    cluster.call("PUT", "/kos/v1/dns-pods", {"nodes": staying}, verb="drain")
+    placed = _dns_replace(_dns_hosts((cluster_state.get("nodes") or {}).values()),
+                          [p["spec"].get("nodeName") for p in pods], lambda n: n == node)
+    cluster.call("PUT", "/kos/v1/dns-pods", {"nodes": placed}, verb="drain")
     for name in leaving:
         env.out("pod/%s evicted" % name)
 
