@@ -3,17 +3,20 @@
 Rehearsal-cloud figures (not a test: it prints figures and never fails on a time).
 
 One ``kos up --cloud local`` of examples/local.tfvars (1 control plane + 2 workers,
-microk8s) in a scratch directory, then ``kos down``. Printed, and written as JSON to
-bench/results/cloud-<time>.json:
+microk8s) in a scratch directory; then a second cluster of the same shape (and the same
+addresses, in a project of its own) on the cloud the first left running; then ``kos down``
+of both. Printed, and written as JSON to bench/results/cloud-<time>.json:
 
   images      building the cloud's and the hosts' images (0 when cached; with --fresh the
               cache is a new empty directory, so every build counts, the provider's too)
   cloud       bringing the cloud up: boot, Keystone bootstrap, catalog, services, seeding
+              (the first cluster's; the second finds it up)
   apply       terraform apply of terraform/ against it (the real provider)
   first boot  every server's cloud-init, read from the consoles
   converge    keys, trees, sync, master configuration, orch.deploy
   up total    the whole kos up
-  down        kos down (the cluster, then the cloud)
+  second      the second cluster's kos up on the running cloud, and its phases
+  down        kos down of the second (the cloud stays), then of the first (the cloud goes)
   memory      the cloud's processes once the cluster converged: RSS summed, and PSS (shared
               pages counted once, in proportion), and the machine's peak (MemTotal -
               MemAvailable) over the whole run
@@ -41,9 +44,12 @@ sys.path.insert(0, str(REPO / "bootstrap"))
 from converge import MemoryPeak  # noqa: E402 - the same sampler as the converge bench
 from kos.steps.converge import ConvergeStep  # noqa: E402
 from kos_local import hosts, net  # noqa: E402
+from kos_local.openstack.cloud import NAME  # noqa: E402
 
 CLUSTER = "kosbenchc"
+SECOND = "kosbenchd"
 PHASES = {
+    "images": ("local-images",),
     "cloud": ("local-cloud",),
     "apply": ("terraform-init", "terraform-apply"),
     "first boot": ("first-boot",),
@@ -52,9 +58,9 @@ PHASES = {
 }
 
 
-def cloud_processes(cluster):
+def cloud_processes(cloud=NAME):
     """The /proc entries of every process of the cloud machine (its PID namespace)."""
-    machine = hosts.Machine(net.cloud_ns(cluster), "/nonexistent")
+    machine = hosts.Machine(net.cloud_ns(cloud), "/nonexistent")
     pid1 = machine.pid1()
     if not pid1:
         return []
@@ -69,9 +75,9 @@ def cloud_processes(cluster):
     return found
 
 
-def cloud_memory(cluster):
+def cloud_memory(cloud=NAME):
     """RSS and PSS (MiB) of every process of the cloud machine (its PID namespace)."""
-    procs = cloud_processes(cluster)
+    procs = cloud_processes(cloud)
     if not procs:
         return None
     rss = pss = 0
@@ -99,12 +105,12 @@ def _cpu_ticks(proc):
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
 
 
-def service_usage(cluster, seconds):
+def service_usage(seconds, cloud=NAME):
     """``{unit: {"cores", "pss_mib"}}`` of the cloud's services over ``seconds`` left alone:
     CPU-seconds of each unit's processes (those alive at both ends) per second."""
     def sample():
         out = {}
-        for proc in cloud_processes(cluster):
+        for proc in cloud_processes(cloud):
             try:
                 out[proc.name] = (_unit(proc), _cpu_ticks(proc))
             except (OSError, ValueError, IndexError):
@@ -131,9 +137,9 @@ def service_usage(cluster, seconds):
             for u, row in sorted(usage.items(), key=lambda kv: -kv[1]["cores"])}
 
 
-def boot_units(cluster, top=12):
+def boot_units(cloud=NAME, top=12):
     """The slowest units of the cloud's boot, as ``systemd-analyze blame`` prints them."""
-    machine = hosts.Machine(net.cloud_ns(cluster), "/nonexistent")
+    machine = hosts.Machine(net.cloud_ns(cloud), "/nonexistent")
     try:
         res = machine.run("systemd-analyze", "blame", "--no-pager", check=False)
     except Exception as exc:  # noqa: BLE001 - a figure, not a failure
@@ -175,6 +181,23 @@ def phase_seconds(work, cluster, phases):
             for phase, names in phases.items()}
 
 
+def second_cluster(kos, public_key, env):
+    """A second cluster's kos up on the running cloud, then its kos down (the cloud stays)."""
+    work = Path(tempfile.mkdtemp(prefix="kos-bench-cloud-second-"))
+    values = work / "bench.tfvars.json"
+    values.write_text(json.dumps({"cluster_name": SECOND, "ssh_public_keys": [public_key]}))
+    common = ["--cloud", "local", "--var-file", str(REPO / "examples" / "local.tfvars"),
+              "--var-file", str(values)]
+    env = dict(env, XDG_CONFIG_HOME=str(work))
+    up, up_s = run_kos(kos, "up", common, work, env)
+    found = {"up_total_s": up_s, "up_exit": up.returncode, **phase_seconds(work, SECOND, PHASES)}
+    if up.returncode != 0:
+        found["error"] = up.stderr[-2000:]
+    down, found["down_s"] = run_kos(kos, "down", common, work, env)
+    found["down_exit"] = down.returncode
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh", action="store_true",
@@ -198,14 +221,16 @@ def main():
         result["up_exit"] = up.returncode
         if up.returncode != 0:
             result["error"] = up.stderr[-2000:]
-        result["memory"] = cloud_memory(CLUSTER)
+        result["memory"] = cloud_memory()
         if up.returncode == 0:
-            result["boot_units"] = boot_units(CLUSTER)
+            result["boot_units"] = boot_units()
             result["idle_s"] = args.idle
-            result["services"] = service_usage(CLUSTER, args.idle)
+            result["services"] = service_usage(args.idle)
         images = [line for line in up.stderr.splitlines() if " built in " in line]
         result["images_built"] = images
         result.update(phase_seconds(work, CLUSTER, PHASES))
+        if up.returncode == 0:
+            result["second"] = second_cluster(kos, public_key, env)
     finally:
         down, result["down_s"] = run_kos(kos, "down", common, work, env)
         result["down_exit"] = down.returncode
@@ -214,8 +239,12 @@ def main():
         os.kill(agent_pid, 15)
     print(f"rehearsal cloud ({'fresh cache' if args.fresh else 'cached images'}), "
           f"{result['cluster']}:")
-    for name in ("cloud_s", "apply_s", "first boot_s", "converge_s", "up_total_s", "down_s"):
+    for name in ("images_s", "cloud_s", "apply_s", "first boot_s", "converge_s", "up_total_s"):
         print(f"  {name[:-2]:<12} {result.get(name, '-'):>8} s")
+    second = result.get("second") or {}
+    print(f"  a second cluster on the running cloud: kos up {second.get('up_total_s', '-')} s "
+          f"(cloud {second.get('cloud_s', '-')} s), its kos down {second.get('down_s', '-')} s")
+    print(f"  {'down':<12} {result.get('down_s', '-'):>8} s (the last cluster, and the cloud)")
     for line in result.get("images_built", []):
         print(f"  {line.strip()}")
     mem = result.get("memory") or {}
@@ -235,7 +264,10 @@ def main():
     path = out / f"cloud-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(result, indent=2))
     print(f"  JSON: {path}")
-    return 0 if result.get("up_exit") == 0 and result.get("down_exit") == 0 else 1
+    second = result.get("second") or {}
+    ok = [result.get("up_exit"), result.get("down_exit"), second.get("up_exit"),
+          second.get("down_exit")]
+    return 0 if ok == [0, 0, 0, 0] else 1
 
 
 if __name__ == "__main__":

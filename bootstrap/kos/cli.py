@@ -12,6 +12,7 @@ to stderr, data to stdout. Exit codes:
 
 import json
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import click
@@ -515,6 +516,11 @@ def down(yes, **kw):
         down_steps.down(dep, _confirmer(yes))
     ui.data({"cluster": dep.cluster, "destroyed": True})
     return errors.EXIT_OK
+
+
+# Commands a cloud adds (the entry points of kos.commands), found as the clouds are.
+for _command in metadata.entry_points(group="kos.commands"):
+    cli.add_command(_command.load(), _command.name)
 
 
 def main(argv=None):

@@ -3,13 +3,15 @@
 its own beside kos (the entry point ``local`` of the group ``kos.clouds``): it imports the
 product, never the reverse.
 
-kos brings up an all-in-one OpenStack (Zed, from Debian's packages) for the cluster
-(``openstack.cloud``), writes a ``clouds.yaml`` entry for it, and then runs exactly the
-OpenStack path: preflight through openstacksdk, ``terraform apply`` of ``terraform/`` with
+kos brings up an all-in-one OpenStack (Zed, from Debian's packages) on this machine, or
+finds it up (``openstack.cloud``): one cloud for every local cluster, each cluster in a
+project of its own. It gives the cluster its project and a ``clouds.yaml`` entry, and
+then runs exactly the OpenStack path: preflight through openstacksdk, ``terraform apply`` of ``terraform/`` with
 the real provider, converge through the bastion's floating IP. Nova's servers become
 systemd-nspawn hosts (``openstack.materialiser``) that boot with real cloud-init from
 Nova's config drive and take their port's address from Neutron's DHCP; Neutron's own
-agents do the bridging, security groups, routing and floating-IP NAT.
+agents do the bridging, security groups, routing and floating-IP NAT. ``kos down`` removes
+the cluster and its project; the cloud goes with its last cluster.
 
 The kubeadm distribution runs for real: Kubernetes built from source once per version
 (``kubernetes``) is this cloud's mirror of pkgs.k8s.io and of the registry, bound into
@@ -25,6 +27,7 @@ import dataclasses
 import os
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -43,7 +46,7 @@ from . import hosts as hosts_mod
 from . import kubernetes, net, provider, rootfs
 from .image import files_digest
 from .openstack import materialiser
-from .openstack.cloud import Cloud, cloud_name
+from .openstack.cloud import RESERVED, Cloud, cloud_name
 from .openstack.image import layer as cloud_layer
 
 REPO = hosts_mod.REPO
@@ -112,16 +115,16 @@ class LocalBackend(Backend):
         from kos.backends import OpenStackBackend
 
         super().__init__(settings, state)
-        self.dir = state.path / "local"
-        self.cloud = Cloud(state.cluster, self.dir)
+        self.cloud = Cloud()
+        self.entry = cloud_name(state.cluster)
         self._noted = False
         # The same backend a real cloud gets, pointed at this one's clouds.yaml entry.
         self.openstack = OpenStackBackend(
-            dataclasses.replace(settings, os_cloud=cloud_name(state.cluster)), state
+            dataclasses.replace(settings, os_cloud=self.entry), state
         )
 
     def _environment(self):
-        os.environ["OS_CLOUD"] = self.cloud.name
+        os.environ["OS_CLOUD"] = self.entry
         os.environ.setdefault("OS_CLIENT_CONFIG_FILE", str(self._clouds_yaml()))
         os.environ["TF_CLI_CONFIG_FILE"] = str(provider.ensure())
         os.environ["KOS_PROVIDER_LOCK_FILE"] = str(provider.MIRROR_LOCK_FILE)
@@ -131,11 +134,11 @@ class LocalBackend(Backend):
         clouds.yaml entry and uses only that one. Said once, before anything is read."""
         given = [f"{name}={value}" for name, value in
                  (("--os-cloud", self.settings.os_cloud), ("OS_CLOUD", os.environ.get("OS_CLOUD")))
-                 if value and value != self.cloud.name]
+                 if value and value != self.entry]
         if given and not self._noted:
             self._noted = True
             ui.warn(f"{' and '.join(given)} ignored with --cloud local: the rehearsal cloud uses "
-                    f"its own clouds.yaml entry, {self.cloud.name}")
+                    f"its own clouds.yaml entry, {self.entry}")
 
     def _clouds_yaml(self):
         from .openstack.cloud import clouds_yaml_path
@@ -174,6 +177,7 @@ class LocalBackend(Backend):
                 f"ssh_allowed_cidrs {values['ssh_allowed_cidrs']} does not let this machine in: "
                 f"it reaches the rehearsal cloud's floating IPs from {net.SPACE}",
                 f'add "{net.SPACE}" to ssh_allowed_cidrs for --cloud local'))
+        findings += self._cloud_findings(values)
         hosts = node_count(values) + 2
         need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + hosts_memory_mb(values)
         avail = _mem_available_mb()
@@ -182,22 +186,41 @@ class LocalBackend(Backend):
             f"the cloud and {hosts} {values['kubernetes_distribution']} hosts need about "
             f"{need} MiB; {avail} MiB available", "lower num_kube_nodes, or free memory"))
         findings += agent_findings(values["ssh_public_keys"])
-        if self.cloud.running() and self.cloud.usable():
-            # A cloud exists: check it as any OpenStack would be checked.
+        if self.cloud.usable() and self.cloud.attached(self.state.cluster):
+            # The cluster's project exists: check it as any OpenStack would be checked.
             self._environment()
             findings += [f for f in self.openstack.preflight(inputs, check_quota)
                          if f.check != "ssh-agent"]
         return findings
 
+    def _cloud_findings(self, values):
+        """What a cluster must not share with the cloud: a project name it keeps for
+        itself, or addresses its external network uses."""
+        found = []
+        if values["cluster_name"] in RESERVED:
+            found.append(Finding(
+                "cluster_name", False,
+                f"cluster_name {values['cluster_name']!r} is a project the rehearsal cloud keeps "
+                "for itself (each cluster gets a project of its name)",
+                f"choose a cluster_name other than {' or '.join(RESERVED)}"))
+        plan = self.cloud.plan() if self.cloud.running() else None
+        for key in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr"):
+            if plan and net.ipaddress.ip_network(values[key]).overlaps(plan.block):
+                found.append(Finding(
+                    key, False,
+                    f"{key} {values[key]} overlaps {plan.block}, the running rehearsal cloud's "
+                    "external network and its management link",
+                    f"choose a {key} outside {plan.block}"))
+        return found
+
     def create(self, inputs, steps, leaving=None):
         values = inputs.values
         self.state.ensure()
         fp = fingerprint(inputs.fingerprint)
+        steps.run("local-images", fp, "the rehearsal cloud's images and Terraform provider "
+                  "(built once per machine)", lambda: self._builds(values), always=True)
         steps.run("local-cloud", fp, "the rehearsal cloud: OpenStack on this machine",
                   lambda: self._cloud_up(values), always=True)
-        if values.get("syndic_master") or values.get("top_master"):
-            steps.run("local-peers", fp, "link this rehearsal cloud with its top master's or "
-                      "its syndics' clouds", lambda: self._peer(values), always=True)
         self._environment()
         steps.run(
             "cloud-preflight", fp, "preflight against the rehearsal cloud's API",
@@ -216,45 +239,28 @@ class LocalBackend(Backend):
         """Terraform's outputs, and what this cloud says of itself (kos.backends)."""
         return {**outputs, "simulated": list(SIMULATED)} if outputs else outputs
 
-    def _cloud_up(self, values):
-        _raise_inotify()
-        host_image = rootfs.layer().ensure()
-        provider.ensure()
+    @staticmethod
+    def _builds(values):
+        """What this machine builds once: the hosts' and the cloud's images, the provider,
+        side by side (the images wait on the mirror and the disk, the provider on the CPU);
+        and, for kubeadm, Kubernetes started in the background (pillar_layers waits)."""
         if values["kubernetes_distribution"] not in SIMULATED:
-            # Built while the cloud boots and Terraform applies (pillar_layers waits).
             kubernetes.start()
+        builds = [(what, ensure) for what, ready, ensure in once_per_machine() if not ready()]
+        with ThreadPoolExecutor(len(builds) or 1) as pool:
+            for future in [pool.submit(ensure) for _, ensure in builds]:
+                future.result()
+        return {"built": [what for what, _ in builds]}
+
+    def _cloud_up(self, values):
         avoid = [values[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")]
-        try:
-            name = self.cloud.ensure(avoid, host_image, tenant_name=values["cluster_name"])
-        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
-            raise ConvergeError(
-                f"the rehearsal cloud's API failed while kos set it up: {exc}",
-                fix="re-run kos up (it resumes where it stopped); the cloud's logs are under "
-                f"{self.cloud.machine.path('/var/log')}",
-            ) from exc
-        pid = self.start_materialiser(values["kubernetes_distribution"])
+        with self.cloud.lock(), cloud_api_errors(self.cloud):
+            pid, booted = bring_up(self.cloud, avoid)
+            name = self.cloud.attach(self.state.cluster,
+                                     self._profile(values["kubernetes_distribution"]))
         plan = self.cloud.plan()
         return {"cloud": name, "api": self.cloud.auth_url(), "external": str(plan.external),
-                "materialiser": pid}
-
-    def _peer(self, values):
-        """A master of masters spans clouds: here each cluster has a cloud of its own, so the
-        top's cloud and each syndic's are linked (kos_local.net.peer), from whichever side
-        comes up second. A syndic_master no cloud here holds is left to a later run."""
-        own = net.uplink(self.state.cluster)
-        peers = [net.uplink(name) for name in (values.get("top_master") or {}).get("syndics", [])
-                 if net.links(net.uplink(name))]
-        top = values.get("syndic_master")
-        if top:
-            link = net.uplink_towards(top)
-            if link is None:
-                ui.warn(f"syndic_master {top} is on no rehearsal cloud of this machine: this "
-                        "master's syndic reaches it once its cloud is up and kos up runs here again")
-            elif link != own:
-                peers.append(link)
-        for link in peers:
-            net.peer(own, link)
-        return {"peers": sorted(peers)}
+                "materialiser": pid, "booted": booted}
 
     def read_consoles(self):
         """What every server's console printed about its keys, read as on any OpenStack."""
@@ -274,42 +280,42 @@ class LocalBackend(Backend):
             found.update(cloud.read_master_consoles(conn, [name]))
         return found
 
-    def start_materialiser(self, distribution):
+    def _profile(self, distribution):
+        """How the materialiser makes this cluster's hosts."""
         simulated = distribution in SIMULATED
         mirror = kubernetes.root(kubernetes.pinned_version()).parent
         mirror.mkdir(parents=True, exist_ok=True)
         standins = REPO / "tests" / "standins"
         binds = [str(p) for p in hosts_mod.bound_paths()] + [f"{mirror}:{MIRROR}"]
-        cfg = {
-            "cluster": self.state.cluster,
-            "local_dir": str(self.dir),
+        return {
+            "state": str(self.state.path),
+            "distribution": distribution,
             # the stand-ins' own directory, on a host they stand in on, and no more
             "binds": binds + ([str(standins)] if simulated else []),
-            "venv_bin": str(Path(sys.prefix) / "bin"),
             # A real kubelet's hosts; the stand-ins on PATH only where they stand in.
             "kubelet": not simulated,
             "standins": str(standins) if simulated else None,
             "standin_env": {"KOS_STANDIN_DELAY": os.environ.get(JOIN_SECONDS_ENV, "0")},
         }
-        here = Path(__file__).resolve().parent
-        code = files_digest(here / "openstack" / "materialiser.py", here / "hosts.py",
-                            here / "net.py")
-        return materialiser.start(cfg, self.dir / "materialiser.log", code)
+
+    def start_materialiser(self):
+        return start_materialiser(self.cloud)
 
     def outputs(self):
-        if not self.cloud.usable():
+        if not self.cloud.attached(self.state.cluster):
             return {}
         self._environment()
         return self._own(self.openstack.outputs())
 
     def plan(self, inputs, plan_file):
         self.state.ensure()
+        self._builds(inputs.values)
         self._cloud_up(inputs.values)
         self._environment()
         return self.openstack.plan(inputs, plan_file)
 
     def project(self):
-        if not (self.cloud.running() and self.cloud.usable()):
+        if not (self.cloud.usable() and self.cloud.attached(self.state.cluster)):
             return None
         self._environment()
         return self.openstack.conn
@@ -331,30 +337,44 @@ class LocalBackend(Backend):
     def destroy(self, inputs, steps):
         cluster = inputs.cluster_name
         fp = fingerprint(cluster)
-        # Without its clouds.yaml entry a cloud never got as far as a Terraform apply.
-        if self.cloud.running() and self.cloud.usable():
+        # Without its project a cluster never got as far as a Terraform apply.
+        if self.cloud.usable() and self.cloud.attached(cluster):
             self._environment()
-            self.start_materialiser(inputs.values["kubernetes_distribution"])
+            self.start_materialiser()
             self.openstack.destroy(inputs, steps)
             steps.run("cloud-empty", fp, "check nothing of the cluster is left in the cloud",
                       self.leftovers_in_cloud, always=True)
-        keep = os.environ.get("KOS_LOCAL_KEEP_CLOUD") == "1"
-        if keep:
-            ui.info("KOS_LOCAL_KEEP_CLOUD=1: the rehearsal cloud stays up")
-            return
 
-        def teardown():
-            stopped = materialiser.stop(cluster)
-            removed = self.cloud.destroy()
-            # Terraform's state described servers of a cloud that no longer exists.
+        def leave():
+            with self.cloud.lock():
+                removed = self.cloud.detach(cluster)
+            # Terraform's state described servers of a project that no longer exists.
             for name in ("terraform.tfstate", "terraform.tfstate.backup"):
                 (self.state.path / "terraform" / name).unlink(missing_ok=True)
             (self.state.path / "known_hosts").unlink(missing_ok=True)
-            return {"materialiser": stopped, "removed": len(removed)}
+            return {"removed": removed}
 
-        steps.run("local-destroy", fp, "stop the rehearsal cloud and remove it from this machine",
-                  teardown, always=True)
-        ui.ok(f"local cluster {cluster} and its cloud destroyed")
+        steps.run("local-leave", fp, "remove the cluster's project from the rehearsal cloud",
+                  leave, always=True)
+        others = self.cloud.clusters()
+        if others:
+            ui.ok(f"local cluster {cluster} destroyed; the rehearsal cloud stays up for "
+                  f"{', '.join(others)}")
+            return
+        if os.environ.get("KOS_LOCAL_KEEP_CLOUD") == "1":
+            ui.ok(f"local cluster {cluster} destroyed; KOS_LOCAL_KEEP_CLOUD=1: the rehearsal "
+                  "cloud stays up")
+            return
+
+        def teardown():
+            with self.cloud.lock():
+                if self.cloud.clusters():
+                    return {"kept": self.cloud.clusters()}  # a cluster came meanwhile
+                return {"removed": len(self.cloud.destroy())}
+
+        steps.run("local-destroy", fp, "stop the rehearsal cloud (its last cluster went) and "
+                  "remove it from this machine", teardown, always=True)
+        ui.ok(f"local cluster {cluster} and the rehearsal cloud destroyed")
 
     def leftovers_in_cloud(self):
         """What of the cluster is still in the cloud's project after terraform destroy."""
@@ -378,6 +398,45 @@ class LocalBackend(Backend):
                 fix="re-run kos down; if it stays, report it (kos left it behind)",
             )
         return {"empty": True}
+
+
+def once_per_machine():
+    """The builds every cloud and cluster here share, as (what, ready, ensure)."""
+    return [
+        ("the hosts' image", rootfs.layer().ready, rootfs.layer().ensure),
+        ("the cloud's image", cloud_layer().ready, cloud_layer().ensure),
+        ("the Terraform provider", provider.binary().exists, provider.ensure),
+    ]
+
+
+def bring_up(cloud, avoid=()):
+    """The rehearsal cloud up and its materialiser running (the caller holds the cloud's
+    lock); returns the materialiser's PID and whether the cloud booted now."""
+    _raise_inotify()
+    booted = cloud.ensure(avoid, rootfs.layer().ensure())
+    return start_materialiser(cloud), booted
+
+
+def start_materialiser(cloud):
+    cfg = {"cloud": cloud.name, "local_dir": str(cloud.root),
+           "venv_bin": str(Path(sys.prefix) / "bin")}
+    here = Path(__file__).resolve().parent
+    code = files_digest(here / "openstack" / "materialiser.py", here / "hosts.py",
+                        here / "net.py")
+    return materialiser.start(cfg, cloud.root / "materialiser.log", code)
+
+
+@contextlib.contextmanager
+def cloud_api_errors(cloud):
+    """The cloud's API failing while kos sets it up: one error that says to re-run."""
+    try:
+        yield
+    except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
+        raise ConvergeError(
+            f"the rehearsal cloud's API failed while kos set it up: {exc}",
+            fix="re-run (it resumes where it stopped); the cloud's logs are under "
+            f"{cloud.machine.path('/var/log')}",
+        ) from exc
 
 
 def _raise_inotify():

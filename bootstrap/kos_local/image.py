@@ -189,8 +189,9 @@ class Layer:
         if (path / MARKER).exists():
             return self.stack()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.parent / ".lock", "w") as lock:
+        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
             # Two kos runs building the same layer: the second waits and uses the first's.
+            # Other layers build meanwhile (the hosts' beside the cloud's).
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (path / MARKER).exists():
                 self._build(path)

@@ -16,8 +16,7 @@ import time
 from kos import ui
 from kos.errors import EXIT_INTERRUPTED, KosError, PreflightError
 from kos.ssh import take_interrupts
-from . import kubernetes, provider, rootfs
-from .openstack import image as cloud_image
+from . import kubernetes, once_per_machine
 
 
 def _here():
@@ -25,11 +24,7 @@ def _here():
     wait on Debian's mirror and the disk, and run while Kubernetes builds in a process of
     its own on the CPU. One after the other, Kubernetes was ready 29 minutes into a fresh
     make test, and the first cluster waited for it."""
-    return [
-        ("the hosts' image", rootfs.layer().ready, rootfs.layer().ensure),
-        ("the cloud's image", cloud_image.layer().ready, cloud_image.layer().ensure),
-        ("the Terraform provider", provider.binary().exists, provider.ensure),
-    ]
+    return once_per_machine()
 
 
 def _interrupted(build):

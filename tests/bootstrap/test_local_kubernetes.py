@@ -257,7 +257,7 @@ def test_a_stopped_hosts_cgroups_go_with_what_its_kubelet_made_in_them(monkeypat
     (tmp_path / "cpu/kos-hosts/kos-c-0123abcd").mkdir(parents=True)
     # a cgroup whose processes are still exiting refuses removal: here, one holding a file
     (parent / "kos-c-cloud/kubepods.slice/cgroup.procs").write_text("4242\n")
-    found = hosts.machine_cgroups(net.cluster_pattern("c"))
+    found = hosts.machine_cgroups(net.cloud_pattern("c"))
     assert found == [parent / "kos-c-0123abcd", parent / "kos-c-cloud",
                      tmp_path / "cpu/kos-hosts/kos-c-0123abcd"]
     assert hosts.remove_cgroups(found, timeout=0.3) == [parent / "kos-c-cloud"]
@@ -290,8 +290,9 @@ def test_the_clouds_outputs_say_that_microk8s_is_the_stand_ins(monkeypatch):
     backend = kos_local.LocalBackend.__new__(kos_local.LocalBackend)
     monkeypatch.setattr(backend, "_environment", lambda: None)
     backend.openstack = SimpleNamespace(outputs=lambda: {"cluster_name": "kosl"})
-    backend.cloud = SimpleNamespace(usable=lambda: True)
+    backend.state = SimpleNamespace(cluster="kosl")
+    backend.cloud = SimpleNamespace(attached=lambda cluster: cluster == "kosl")
     assert backend.outputs() == {"cluster_name": "kosl", "simulated": ["microk8s"]}
-    # no cloud yet: no infrastructure, and nothing said about it
-    backend.cloud = SimpleNamespace(usable=lambda: False)
+    # no project on the cloud yet: no infrastructure, and nothing said about it
+    backend.cloud = SimpleNamespace(attached=lambda cluster: False)
     assert backend.outputs() == {}

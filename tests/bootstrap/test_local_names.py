@@ -1,6 +1,6 @@
 """
 The rehearsal cloud finds its machines by name: a cloud of the same name that runs from
-another state directory (another checkout, or a run that was killed) is refused with one
+another directory (another checkout's, or a run that was killed) is refused with one
 error before anything is built or mounted, never taken for this one.
 """
 
@@ -42,10 +42,10 @@ def test_running_from_names_the_directory(foreign_cloud, tmp_path):
 
 
 def test_a_cloud_of_the_same_name_elsewhere_is_refused(foreign_cloud, tmp_path):
-    cloud = Cloud("kosguard", tmp_path / "state" / "local")
+    cloud = Cloud("kosguard", tmp_path / "state" / "kosguard-cloud")
     with pytest.raises(ConvergeError) as err:
         cloud.ensure([], host_image=None)
     assert str(foreign_cloud) in str(err.value)
-    assert "kos down --cloud local" in err.value.fix
+    assert "kos cloud down" in err.value.fix
     # refused before anything was made here
     assert not (tmp_path / "state").exists()

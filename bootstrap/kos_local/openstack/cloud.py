@@ -1,16 +1,23 @@
 """
-One cluster's rehearsal cloud: an all-in-one OpenStack booted with systemd-nspawn from the
-cached image (``image``), in the netns ``kos-<cluster>-cloud`` (``..net``), on an overlay
-of its own under ``<state>/local/cloud``.
+The rehearsal cloud: one all-in-one OpenStack on this machine that every local cluster
+shares, each cluster in a project of its own, as tenants share any cloud. It boots with
+systemd-nspawn from the cached image (``image``), in the netns ``kos-<name>-cloud``
+(``..net``), on an overlay under ``/var/lib/kos/<name>-cloud``.
 
-``ensure`` takes it from nothing (or from any half-done state) to a cloud a deployment can
-use: booted, Keystone bootstrapped with this cloud's own admin password, the catalog and
-service users in place, every service up, the tenant seeded, and an entry in the
-operator's clouds.yaml (``kos-local-<cluster>``, an application credential) through which
-kos and Terraform then work exactly as on any OpenStack. The passwords stay in the cloud's
-own disk (``/etc/kos/cloud.json``, root only); ``destroy`` removes all of it.
+``ensure`` takes it from nothing (or from any half-done state) to a cloud tenants can use:
+booted, Keystone bootstrapped with this cloud's own admin password, the catalog and
+service users in place, every service up, and the offer (flavors, the hosts' image, the
+external network) made. ``attach`` then gives a cluster its project, user, quotas and
+application credential, an entry in the operator's clouds.yaml (``kos-local-<cluster>``)
+through which kos and Terraform work exactly as on any OpenStack, and the profile the
+materialiser makes its hosts by. ``detach`` removes a cluster's project; the clusters
+attached are the profiles under ``clusters/``, and the cloud goes (``destroy``) when the
+last one went. The passwords stay in the cloud's own disk (``/etc/kos/cloud.json``, root
+only); ``destroy`` removes all of it.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets as _secrets
@@ -25,12 +32,17 @@ from kos import ui
 from kos.errors import CleanupError, ConvergeError
 from .. import hosts as hosts_mod
 from .. import net
-from . import config, image, seed
+from . import config, image, materialiser, seed
 
 CLOUD_FILE = "/etc/kos/cloud.json"
+NAME = "local"
+ROOT = Path("/var/lib/kos")
+# A project the cloud keeps for itself: no cluster may be named so.
+RESERVED = ("admin", "service")
 
 
 def cloud_name(cluster):
+    """A cluster's entry in clouds.yaml: its own project's credential."""
     return f"kos-local-{cluster}"
 
 
@@ -44,15 +56,29 @@ def clouds_yaml_path():
 
 
 class Cloud:
-    def __init__(self, cluster, local_dir):
-        self.cluster = cluster
-        self.dir = Path(local_dir) / "cloud"
-        self.machine = hosts_mod.Machine(net.cloud_ns(cluster), self.dir)
+    def __init__(self, name=NAME, root=None):
+        self.name = name
+        self.root = Path(root) if root else ROOT / f"{name}-cloud"
+        self.dir = self.root / "cloud"
+        self.machine = hosts_mod.Machine(net.cloud_ns(name), self.dir)
         self.spool = self.machine.path(config.SPOOL)
 
-    @property
-    def name(self):
-        return cloud_name(self.cluster)
+    @contextlib.contextmanager
+    def lock(self):
+        """One kos at a time sets the cloud up, attaches, detaches or removes it."""
+        path = self.root.with_name(f".{self.root.name}.lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if not self.root.exists():
+                    # the cloud is gone: so is what held it on this machine
+                    path.unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        path.parent.rmdir()
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def running(self):
         return self.machine.nspawn_pid() is not None
@@ -64,47 +90,59 @@ class Cloud:
             return None
 
     def usable(self):
-        """Set up far enough for a deployment: the cloud's record and its clouds.yaml entry."""
-        return self.record() is not None and self._clouds_entry() is not None
+        """Running and set up far enough for tenants."""
+        rec = self.record()
+        return self.running() and bool(rec and rec.get("catalog"))
+
+    def clusters(self):
+        """The clusters attached to this cloud, by name."""
+        return sorted(p.stem for p in (self.root / "clusters").glob("*.json"))
+
+    def profile(self, cluster):
+        try:
+            return json.loads((self.root / "clusters" / f"{cluster}.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def attached(self, cluster):
+        """Whether the cluster has its project here and its clouds.yaml entry."""
+        return self.profile(cluster) is not None and _clouds_entry(cluster) is not None
 
     def plan(self):
         rec = self.record()
         if rec:
             return net.Plan(net.ipaddress.ip_network(rec["block"]))
-        return net.existing_plan(self.cluster)
+        return net.existing_plan(self.name)
 
     def auth_url(self):
         return f"http://{self.plan().mgmt_cloud}:5000/v3"
 
     # -- bring-up ------------------------------------------------------------------------
 
-    def ensure(self, avoid_cidrs, host_image, tenant_name=None):
-        """Everything up to a usable cloud; returns the clouds.yaml entry's name."""
+    def ensure(self, avoid_cidrs, host_image):
+        """Everything up to a cloud tenants can use; whether it booted the cloud now."""
         elsewhere = self.machine.running_from()
         if elsewhere and elsewhere.resolve() != self.machine.merged.resolve():
             # Machines are found by name: this one would be taken for ours and half-used.
             raise ConvergeError(
                 f"a rehearsal cloud named {self.machine.name} already runs on this machine, "
                 f"from {elsewhere} (another state directory, or a run that was killed)",
-                fix="take it down: kos down --cloud local with this cluster's variables "
-                "removes a local cluster's machines and links by name; then re-run kos up",
+                fix="take it down: kos cloud down removes the rehearsal cloud's machines and "
+                "links by name; then re-run kos up",
             )
         stack = image.layer().ensure()
         lower = ":".join(str(p) for p in stack)
         self.machine.mount(lower)
         rec = self.record()
         if rec and rec.get("image") != lower:
-            raise ConvergeError(
-                f"the rehearsal cloud of {self.cluster} was made from another image than "
-                "this checkout builds (kos was updated since)",
-                fix="tear it down with kos down --cloud local, then kos up again",
-            )
-        plan = self.plan() or net.choose_plan(self.cluster, avoid=avoid_cidrs)
-        net.create_cloud_links(self.cluster, plan)
+            self._keep_image(rec["image"])
+        plan = self.plan() or net.choose_plan(self.name, avoid=avoid_cidrs)
+        net.create_cloud_links(self.name, plan)
         if rec is None:
             rec = self._first_configuration(plan, lower)
-        if self.machine.start(net.cloud_ns(self.cluster), extra=["--resolv-conf=delete",
-                                                                  f"--hostname={config.HOST}"]):
+        booted = self.machine.start(net.cloud_ns(self.name), extra=["--resolv-conf=delete",
+                                                                     f"--hostname={config.HOST}"])
+        if booted:
             ui.detail(f"cloud {self.machine.name} booting (console: {self.machine.console})")
         try:
             self._bring_up(rec, plan)
@@ -113,14 +151,61 @@ class Cloud:
             self.machine.stop()
             raise
         seed.offer(self._admin(rec), plan, host_image)
-        tenant = tenant_name or self.cluster
-        entry = self._clouds_entry()
-        if entry is None or not self._credential_works(entry):
+        return booted
+
+    def attach(self, cluster, profile):
+        """The cluster's project, user, quotas and application credential, its clouds.yaml
+        entry, and its profile; returns the entry's name. ``profile``: how the
+        materialiser makes the cluster's hosts, and the cluster's state directory."""
+        theirs = self.profile(cluster)
+        if theirs and theirs.get("state") != profile["state"] and Path(theirs["state"]).exists():
+            raise ConvergeError(
+                f"a cluster named {cluster} from {theirs['state']} is on the rehearsal cloud "
+                f"already: one cloud, one project per cluster name",
+                fix="give this cluster another cluster_name, or take that one down first",
+            )
+        admin = self._admin(self.record())
+        entry = _clouds_entry(cluster)
+        if entry is None or not self._credential_works(cluster, entry):
             password = _secrets.token_urlsafe(24)
-            seed.tenant(self._admin(rec), tenant, password)
-            cred_id, secret = seed.application_credential(self.auth_url(), tenant, password)
-            self._write_clouds_entry(cred_id, secret)
-        return self.name
+            seed.tenant(admin, cluster, password)
+            cred_id, secret = seed.application_credential(self.auth_url(), cluster, password)
+            self._write_clouds_entry(cluster, cred_id, secret)
+        project = admin.identity.find_project(cluster, domain_id="default")
+        path = self.root / "clusters" / f"{cluster}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**profile, "project_id": project.id}, indent=2,
+                                   sort_keys=True))
+        return cloud_name(cluster)
+
+    def detach(self, cluster):
+        """The cluster's project and user (once nothing of it is left in them), its profile
+        and its clouds.yaml entry; returns what it removed. A cloud that is not running
+        keeps the project: it goes with the cloud."""
+        removed = []
+        if self.usable():
+            removed += seed.remove_tenant(self._admin(self.record()), cluster)
+        (self.root / "clusters" / f"{cluster}.json").unlink(missing_ok=True)
+        if forget_clouds_entry(cluster):
+            removed.append(f"clouds.yaml entry {cloud_name(cluster)}")
+        return removed
+
+    def _keep_image(self, made_from):
+        """A cloud made from an older image than this checkout builds (kos was updated
+        since) keeps the one it was made from: its disk and its clusters live on it."""
+        if not all(Path(p).is_dir() for p in made_from.split(":")):
+            raise ConvergeError(
+                f"the rehearsal cloud {self.name} was made from an image no longer in the "
+                "cache, and this checkout builds another",
+                fix="take its clusters down (kos down --cloud local) or remove it with "
+                "kos cloud down, then kos up again",
+            )
+        if not self.running():
+            self.machine.unmount()
+            self.machine.mount(made_from)
+        ui.warn(f"the rehearsal cloud {self.name} runs the image it was made from, older than "
+                "the one this checkout builds; it gets the new one once it is removed (with "
+                "its last cluster, or kos cloud down)")
 
     def _admin(self, rec):
         return seed.connect(self.auth_url(), rec["passwords"]["admin"])
@@ -199,20 +284,10 @@ class Cloud:
 
     # -- clouds.yaml ----------------------------------------------------------------------
 
-    def _clouds_doc(self):
+    def _write_clouds_entry(self, cluster, cred_id, secret):
         path = clouds_yaml_path()
-        try:
-            return yaml.safe_load(path.read_text()) or {}
-        except FileNotFoundError:
-            return {}
-
-    def _clouds_entry(self):
-        return (self._clouds_doc().get("clouds") or {}).get(self.name)
-
-    def _write_clouds_entry(self, cred_id, secret):
-        path = clouds_yaml_path()
-        doc = self._clouds_doc()
-        doc.setdefault("clouds", {})[self.name] = {
+        doc = _clouds_doc()
+        doc.setdefault("clouds", {})[cloud_name(cluster)] = {
             "auth_type": "v3applicationcredential",
             "auth": {
                 "auth_url": self.auth_url(),
@@ -225,47 +300,66 @@ class Cloud:
         }
         _write_private(path, yaml.safe_dump(doc, sort_keys=True))
 
-    def _credential_works(self, entry):
+    def _credential_works(self, cluster, entry):
         import openstack
 
         try:
-            conn = openstack.connect(cloud=self.name, load_yaml_config=True, load_envvars=False)
+            conn = openstack.connect(cloud=cloud_name(cluster), load_yaml_config=True,
+                                     load_envvars=False)
             conn.authorize()
             return entry["auth"]["auth_url"] == self.auth_url()
         except Exception:  # noqa: BLE001 - any failure means: make a new one
             return False
 
-    def forget_clouds_entry(self):
-        path = clouds_yaml_path()
-        doc = self._clouds_doc()
-        if self.name in (doc.get("clouds") or {}):
-            del doc["clouds"][self.name]
-            _write_private(path, yaml.safe_dump(doc, sort_keys=True))
-
     # -- teardown ---------------------------------------------------------------------------
 
     def destroy(self):
-        removed = []
-        machines = hosts_mod.nspawns(net.cluster_pattern(self.cluster))
+        """Every machine, link, mount and disk of the cloud, by name, and the clouds.yaml
+        entries of the clusters still attached; returns what it removed."""
+        pattern = net.cloud_pattern(self.name)
+        removed = [f"materialiser {pid}" for pid in materialiser.stop(self.name)]
+        machines = hosts_mod.nspawns(pattern)
         if machines:
             hosts_mod.stop(machines)
             removed += [f"machine {m}" for m in sorted(machines)]
-        cgroups = hosts_mod.machine_cgroups(net.cluster_pattern(self.cluster))
+        cgroups = hosts_mod.machine_cgroups(pattern)
         stuck = hosts_mod.remove_cgroups(cgroups)
         removed += [f"cgroup {d}" for d in cgroups if d not in stuck]
-        _detach_loops(self.dir.parent)
-        mounts = hosts_mod.unmount_all(self.dir.parent, net.cluster_pattern(self.cluster))
+        _detach_loops(self.root)
+        mounts = hosts_mod.unmount_all(self.root, pattern)
         removed += [f"mount {m}" for m in mounts]
-        removed += net.remove(self.cluster)
-        hosts_mod.remove_disks(self.dir.parent)
-        self.forget_clouds_entry()
-        left = hosts_mod.nspawns(net.cluster_pattern(self.cluster))
+        removed += net.remove(self.name)
+        removed += [f"clouds.yaml entry {cloud_name(c)}" for c in self.clusters()
+                    if forget_clouds_entry(c)]
+        hosts_mod.remove_disks(self.root)
+        left = hosts_mod.nspawns(pattern)
         if left:
             raise CleanupError(f"machines still running: {', '.join(left)}")
         if stuck:
             raise CleanupError(f"cgroups still busy: {', '.join(map(str, stuck))}",
                                fix="end the processes listed in their cgroup.procs, then re-run")
         return removed
+
+
+def _clouds_doc():
+    try:
+        return yaml.safe_load(clouds_yaml_path().read_text()) or {}
+    except FileNotFoundError:
+        return {}
+
+
+def _clouds_entry(cluster):
+    return (_clouds_doc().get("clouds") or {}).get(cloud_name(cluster))
+
+
+def forget_clouds_entry(cluster):
+    """Remove the cluster's entry from clouds.yaml; whether there was one."""
+    doc = _clouds_doc()
+    if cloud_name(cluster) not in (doc.get("clouds") or {}):
+        return False
+    del doc["clouds"][cloud_name(cluster)]
+    _write_private(clouds_yaml_path(), yaml.safe_dump(doc, sort_keys=True))
+    return True
 
 
 def _write_private(path, text):

@@ -10,8 +10,11 @@ off and removes its namespace and disk. An attached volume is a loop device over
 volume file, visible in the host as ``/dev/vdX`` and ``/dev/disk/by-id/virtio-<serial>``.
 
 It runs as a daemon per cloud (``python -m kos_local.openstack.materialiser <config>``),
-started by ``kos up --cloud local`` and stopped by ``kos down``; a request is answered only
-when done, and a restart picks up any request still waiting.
+started by ``kos up --cloud local`` and stopped with the cloud; a request is answered only
+when done, and a restart picks up any request still waiting. A host is made as its
+cluster needs it (a kubelet's, or the stand-ins on the minion's PATH): the cluster is the
+server's project, read from Nova's metadata on the config drive, and what it needs is the
+cluster's profile that ``kos up`` wrote beside the cloud (``clusters/<cluster>.json``).
 """
 
 import base64
@@ -46,21 +49,20 @@ echo "KOS_STANDIN_IP=$src" > /run/kos/standin.env
 ENTRY = "import sys; from kos_local.openstack.materialiser import main; main(sys.argv[1:2])"
 
 
-def argv_marker(cluster):
-    return f"--kos-materialiser={cluster}"
+METADATA = "openstack/latest/meta_data.json"
+
+
+def argv_marker(cloud):
+    return f"--kos-materialiser={cloud}"
 
 
 class Materialiser:
     def __init__(self, cfg):
-        self.cluster = cfg["cluster"]
+        self.cloud = cfg["cloud"]
         self.local = Path(cfg["local_dir"])
         self.cloud_root = self.local / "cloud" / "merged"
         self.spool = self.cloud_root / config.SPOOL.lstrip("/")
-        self.binds = cfg["binds"]
         self.venv_bin = cfg["venv_bin"]
-        self.kubelet = cfg.get("kubelet", False)
-        self.standins = cfg.get("standins")
-        self.standin_env = cfg.get("standin_env", {})
         self.locks = {}
         self.lock = threading.Lock()
         self.inflight = set()
@@ -74,7 +76,7 @@ class Materialiser:
 
     def machine(self, uuid):
         return hosts_mod.Machine(
-            net.host_ns(self.cluster, uuid), self.local / "hosts" / uuid,
+            net.host_ns(self.cloud, uuid), self.local / "hosts" / uuid,
             console=self.spool / "consoles" / f"{uuid}.log",
         )
 
@@ -161,17 +163,35 @@ class Materialiser:
             raise RuntimeError(f"image {image_id}: layers missing on this machine: {missing}")
         return ":".join(stack)
 
+    def profile(self, drive):
+        """The profile of the cluster whose project the server is in."""
+        try:
+            project = json.loads(base64.b64decode(drive[METADATA]))["project_id"]
+        except (KeyError, ValueError) as exc:
+            raise RuntimeError(f"the server's config drive names no project ({exc})") from exc
+        for path in sorted((self.local / "clusters").glob("*.json")):
+            try:
+                profile = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if profile.get("project_id") == project:
+                return profile
+        raise RuntimeError(f"project {project} is no cluster's on this cloud (kos up makes a "
+                           "cluster's project and its profile)")
+
     def op_spawn(self, doc):
         uuid = doc["uuid"]
+        drive = doc.get("config_drive") or {}
+        profile = self.profile(drive)
         m = self.machine(uuid)
         m.mount(self._host_image(doc.get("image_id")))
-        for path, data in (doc.get("config_drive") or {}).items():
+        for path, data in drive.items():
             m.write(f"{CONFIG_DRIVE_SEED}/{path}", base64.b64decode(data), 0o600)
-        self._rehearsal_files(m)
+        self._rehearsal_files(m, profile)
         rec = {
             "uuid": uuid, "name": doc.get("name"), "hostname": doc.get("hostname"),
             "display_name": doc.get("display_name"), "machine": m.name,
-            "nics": doc.get("nics") or [], "volumes": {},
+            "nics": doc.get("nics") or [], "volumes": {}, "profile": profile,
             "state": "running" if doc.get("power_on", True) else "shutdown",
         }
         self.save(rec)
@@ -180,9 +200,11 @@ class Materialiser:
 
     def _boot(self, rec):
         m = self.machine(rec["uuid"])
-        netns = net.plug_host(self.cluster, rec["uuid"], rec["nics"])
+        profile = rec["profile"]
+        netns = net.plug_host(self.cloud, rec["uuid"], rec["nics"])
         # /etc/resolv.conf is the image's own (systemd-resolved's), never this machine's.
-        m.start(netns, binds=self.binds, extra=["--resolv-conf=off"], kubelet=self.kubelet)
+        m.start(netns, binds=profile["binds"], extra=["--resolv-conf=off"],
+                kubelet=profile["kubelet"])
         for vol_id, vol in rec.get("volumes", {}).items():
             self._hot_add(m, vol_id, vol)
 
@@ -193,7 +215,7 @@ class Materialiser:
         rec = self.record(uuid) or {}
         for vol in (rec.get("volumes") or {}).values():
             _losetup_detach(vol.get("loop"))
-        net.unplug_host(self.cluster, uuid)
+        net.unplug_host(self.cloud, uuid)
         m.unmount()
         if doc.get("destroy_disks", True):
             hosts_mod.remove_disks(m.dir)
@@ -267,7 +289,7 @@ class Materialiser:
 
     # -- what only the rehearsal cloud needs -----------------------------------------------
 
-    def _rehearsal_files(self, m):
+    def _rehearsal_files(self, m, profile):
         """Salt "preinstalled" from the project's virtualenv (bound read-only), and the
         Kubernetes stand-ins on the minion's PATH where they stand in: this checkout's
         paths, so per host."""
@@ -276,12 +298,13 @@ class Materialiser:
             link.parent.mkdir(parents=True, exist_ok=True)
             link.unlink(missing_ok=True)
             link.symlink_to(Path(self.venv_bin) / cmd)
-        if not self.standins:
+        standins = profile.get("standins")
+        if not standins:
             return
         env = {
-            "PATH": f"{self.standins}/bin:/snap/bin:{SYSTEM_PATH}",
+            "PATH": f"{standins}/bin:/snap/bin:{SYSTEM_PATH}",
             "KOS_STANDIN_ROOT": "/",
-            **self.standin_env,
+            **profile.get("standin_env", {}),
         }
         m.write("/usr/local/sbin/kos-standin-env", STANDIN_ENV, 0o755)
         lines = ["# kos rehearsal cloud: the Kubernetes distributions are the test stand-ins.",
@@ -304,9 +327,9 @@ def _losetup_detach(loop):
 # -- the daemon ------------------------------------------------------------------------------
 
 
-def running(cluster):
-    """PIDs of this cluster's materialiser."""
-    marker = argv_marker(cluster).encode()
+def running(cloud):
+    """PIDs of this cloud's materialiser."""
+    marker = argv_marker(cloud).encode()
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -321,34 +344,34 @@ def running(cluster):
 
 def start(cfg, log_path, fingerprint):
     """Start the daemon unless one of this code runs already; returns its PID."""
-    cluster = cfg["cluster"]
+    cloud = cfg["cloud"]
     cfg_path = Path(cfg["local_dir"]) / "materialiser.json"
     current = json.loads(cfg_path.read_text()) if cfg_path.exists() else None
-    pids = running(cluster)
+    pids = running(cloud)
     if pids and current == {**cfg, "fingerprint": fingerprint}:
         return pids[0]
-    stop(cluster)
+    stop(cloud)
     cfg_path.write_text(json.dumps({**cfg, "fingerprint": fingerprint}, indent=2, sort_keys=True))
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", ENTRY, str(cfg_path), argv_marker(cluster)],
+            [sys.executable, "-c", ENTRY, str(cfg_path), argv_marker(cloud)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     return proc.pid
 
 
-def stop(cluster, timeout=30):
-    pids = running(cluster)
+def stop(cloud, timeout=30):
+    pids = running(cloud)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
-    while running(cluster) and time.monotonic() < deadline:
+    while running(cloud) and time.monotonic() < deadline:
         time.sleep(0.2)
-    for pid in running(cluster):
+    for pid in running(cloud):
         os.kill(pid, signal.SIGKILL)
     return pids
 
@@ -362,7 +385,7 @@ def main(argv=None):
         mat.stopping = True
 
     signal.signal(signal.SIGTERM, on_term)
-    mat.log(f"materialiser for cloud {cfg['cluster']} serving {mat.spool}")
+    mat.log(f"materialiser for cloud {cfg['cloud']} serving {mat.spool}")
     mat.serve()
     mat.log("materialiser stopped")
 

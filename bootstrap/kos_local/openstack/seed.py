@@ -195,3 +195,26 @@ def application_credential(auth_url, name, password):
         unrestricted=True,
     )
     return cred.id, cred.secret
+
+
+def remove_tenant(conn, name):
+    """The cluster's user (its application credentials go with it) and project. Neutron
+    keeps a project's default security group after the project is gone, so it goes
+    first; anything else of the project left here is kos's to have removed before."""
+    identity = conn.identity
+    removed = []
+    project = identity.find_project(name, domain_id="default")
+    if project is not None:
+        # all of them, filtered here: asked for one project's, Neutron makes its default
+        # group when there is none
+        for group in conn.network.security_groups():
+            if group.project_id == project.id:
+                conn.network.delete_security_group(group, ignore_missing=True)
+    user = identity.find_user(name, domain_id="default")
+    if user is not None:
+        identity.delete_user(user, ignore_missing=True)
+        removed.append(f"user {name}")
+    if project is not None:
+        identity.delete_project(project, ignore_missing=True)
+        removed.append(f"project {name}")
+    return removed
