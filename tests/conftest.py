@@ -24,18 +24,26 @@ _prebuild = {}
 # time per directory of the run of 2026-12-02 (its "time per test directory"); a directory
 # not listed goes last. Each distribution's integration tests (tests/integration/<subdir>)
 # start a deployment of their own, so they are units of their own.
-LONGEST_FIRST = ("e2e", "integration", "bootstrap", "integration/kubeadm_upgrade",
-                 "functional", "integration/kubeadm", "standins", "terraform", "unit")
+LONGEST_FIRST = ("e2e", "e2e/microk8s", "integration", "bootstrap",
+                 "integration/kubeadm_upgrade", "functional", "integration/kubeadm", "standins",
+                 "terraform", "unit")
 SPLIT = ("integration",)
+# The end-to-end tests of the microk8s cluster are a unit of their own: its cluster comes up
+# beside the kubeadm one, on the same rehearsal cloud, in another process.
+SPLIT_BY_PARAMETER = {"e2e": "microk8s"}
 
 
 def unit_of_work(nodeid):
     # the path only: a parameter's id may hold a "/"
-    parts = nodeid.split("::")[0].split("/")
+    path, _, rest = nodeid.partition("::")
+    parts = path.split("/")
     if parts[0] != "tests" or len(parts) < 3:
         return "tests"
     if parts[1] in SPLIT and len(parts) > 3:
         return "/".join(parts[1:3])
+    param = SPLIT_BY_PARAMETER.get(parts[1])
+    if param and "[" in rest and param in rest[rest.index("["):].strip("[]").split("-"):
+        return f"{parts[1]}/{param}"
     return parts[1]
 
 

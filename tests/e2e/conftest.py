@@ -2,8 +2,10 @@
 End to end on the rehearsal cloud: ``kos up --cloud local`` brings up a real OpenStack on
 this machine, applies the repository's Terraform to it with the real provider, and
 converges the servers (systemd-nspawn hosts booted by cloud-init) through the bastion's
-floating IP, exactly as on any OpenStack; ``kos down`` removes all of it. One cluster (and
-one cloud) per distribution, each with its own name, so their names never meet.
+floating IP, exactly as on any OpenStack; ``kos down`` removes all of it. One cluster per
+distribution, each in a project of its own on the one rehearsal cloud of this machine: in
+``make test`` each is a unit of work of its own (tests/conftest.py), so the two come up
+and run side by side, and the cloud goes with the last of them.
 
 The tests look at the result the way an operator would: through the cloud's API
 (openstacksdk, with the clouds.yaml entry kos wrote), Terraform's outputs, the hosts'
@@ -48,17 +50,18 @@ CLUSTERS = {
         "private_cidr": "10.249.0.0/24",
     },
 }
-# The clusters make test brings up: the kubeadm one only. Kubernetes is real there, and the
-# cloud's path (Terraform, first boot, keys, converge) is the same for both distributions;
-# on the rehearsal cloud microk8s runs the stand-ins, which tests/integration drive through
-# real Salt, and `make demo` brings up. Its cluster costs a third of the run on two cores:
-# KOS_E2E_CLUSTERS=microk8s,kubeadm adds it.
+# The clusters make test brings up: both. KOS_E2E_CLUSTERS=kubeadm (or microk8s) runs one.
 E2E_CLUSTERS = [name.strip() for name in
-                os.environ.get("KOS_E2E_CLUSTERS", "kubeadm").split(",") if name.strip()]
+                os.environ.get("KOS_E2E_CLUSTERS", "microk8s,kubeadm").split(",") if name.strip()]
 _unknown = sorted(set(E2E_CLUSTERS) - set(CLUSTERS))
 if _unknown or not E2E_CLUSTERS:
     raise pytest.UsageError(f"KOS_E2E_CLUSTERS names {', '.join(_unknown) or 'nothing'}: "
                             f"use a comma-separated list of {', '.join(CLUSTERS)}")
+
+
+def cloud():
+    """The rehearsal cloud every cluster of this machine shares."""
+    return local_cloud.Cloud()
 
 
 def first_of_run(cluster):
@@ -123,11 +126,11 @@ class LocalCluster:
 
     def host(self, hostname):
         uuid = self.server(hostname).id
-        return local_hosts.Machine(local_net.host_ns(self.name, uuid),
-                                   self.state / "local" / "hosts" / uuid)
+        return local_hosts.Machine(local_net.host_ns(cloud().name, uuid),
+                                   cloud().root / "hosts" / uuid)
 
     def netns(self, hostname):
-        return local_net.host_ns(self.name, self.server(hostname).id)
+        return local_net.host_ns(cloud().name, self.server(hostname).id)
 
     def hostnames(self):
         return [m["hostname"] for m in self.outputs()["minions"].values()]
@@ -136,8 +139,7 @@ class LocalCluster:
         """Why ``kos up`` failed: the cloud's side first (what each console said about its
         network, Neutron's DHCP hosts and its agents' errors), then the end of what kos
         printed. A failure is explained by the run that had it, not by a re-run."""
-        cloud = local_cloud.Cloud(self.name, self.state / "local")
-        return f"{cloud_diagnosis(cloud)}\n--- kos up said:\n" + self.up.stderr[-3000:]
+        return f"{cloud_diagnosis(cloud())}\n--- kos up said:\n" + self.up.stderr[-3000:]
 
 
 def cloud_diagnosis(cloud, limit=40):
@@ -172,37 +174,59 @@ def cloud_diagnosis(cloud, limit=40):
     return "\n".join(out)
 
 
+def admin():
+    """openstacksdk as the cloud's admin (its password is in the cloud's own disk)."""
+    from kos_local.openstack import seed
+
+    c = cloud()
+    return seed.connect(c.auth_url(), c.record()["passwords"]["admin"])
+
+
+def own_leftovers(cluster_name):
+    """The cluster's profile and project on the cloud."""
+    c = cloud()
+    found = [f"profile of {cluster_name}" for p in [c.profile(cluster_name)] if p]
+    if c.usable() and admin().identity.find_project(cluster_name, domain_id="default"):
+        found.append(f"project {cluster_name}")
+    return found
+
+
 def leftovers(cluster_name, state):
-    """What of a local cluster still exists on this machine, by the names kos gives."""
-    pattern = local_net.cluster_pattern(cluster_name)
-    found = []
-    found += [f"netns {n}" for n in local_net.namespaces(f"kos-{cluster_name}-")]
-    for link in (local_net.uplink(cluster_name), local_net.mgmt_link(cluster_name)):
+    """What of a local cluster is still on this machine: its project, its profile and its
+    clouds.yaml entry on the cloud, and, when no other cluster holds the cloud, the
+    cloud's own machines, links, mounts and processes, found by the names kos gives."""
+    c = cloud()
+    found = own_leftovers(cluster_name)
+    if set(c.clusters()) - {cluster_name}:
+        return found
+    pattern = local_net.cloud_pattern(c.name)
+    found += [f"netns {n}" for n in local_net.namespaces(f"kos-{c.name}-")]
+    for link in (local_net.uplink(c.name), local_net.mgmt_link(c.name)):
         found += [f"link {n}" for n in local_net.links(link)]
-    found += [f"peering {a} -> {b}" for a, b in local_net.peerings()
-              if local_net.uplink(cluster_name) in (a, b)]
     found += [f"nspawn {n}" for n in local_hosts.nspawns(pattern)]
-    found += [f"materialiser {p}" for p in materialiser.running(cluster_name)]
+    found += [f"materialiser {p}" for p in materialiser.running(c.name)]
     # a kubelet host's own cgroups, in every hierarchy
     for mount, own in local_hosts.own_cgroups():
         parent = Path(mount) / own.lstrip("/") / local_hosts.CGROUP_PARENT
-        found += [f"cgroup {d}" for d in parent.glob(f"kos-{cluster_name}-*")]
-    root = str(state)
+        found += [f"cgroup {d}" for d in parent.glob(f"kos-{c.name}-*")]
+    roots = (str(state), str(c.root))
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4]
-        if point.startswith(root):
+        if point.startswith(roots):
             found.append(f"mount {point}")
     loops = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True,
                            text=True).stdout
-    found += [f"loop {line}" for line in loops.splitlines() if root in line]
+    found += [f"loop {line}" for line in loops.splitlines() if any(r in line for r in roots)]
     # a machine's processes outlive nspawn only as orphans of their systemd
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if str(state) in Path(f"/proc/{proc.name}/root").resolve().as_posix():
+                if Path(f"/proc/{proc.name}/root").resolve().as_posix().startswith(roots):
                     found.append(f"process {proc.name}")
             except OSError:
                 pass
+    if c.root.exists():
+        found.append(f"directory {c.root}")
     return found
 
 
@@ -226,12 +250,15 @@ def cluster(request, tmp_path_factory, ssh_agent):  # noqa: F811 - the imported 
     # clouds.yaml (with the deployment's application credential) in the test's own dir
     kos = Kos(work, base_env(SSH_AUTH_SOCK=ssh_agent.sock, XDG_CONFIG_HOME=work / "config"))
     c = LocalCluster(kos, values)
-    stale = leftovers(c.name, c.state)
+    stale = own_leftovers(c.name)
     if stale:
         # A run killed before its teardown (CI's timeout) left this name in use: kos down
-        # removes a local cluster's machines and links by name.
+        # from that run's directory, where its Terraform state is, removes its servers.
         print(f"removing what a killed run left of {c.name}: {', '.join(stale)}")
-        kos("down", *c.args, "--yes", timeout=900)
+        old = Path((cloud().profile(c.name) or {}).get("state") or c.state).parent.parent
+        Kos(old if old.exists() else work, base_env(SSH_AUTH_SOCK=ssh_agent.sock,
+                                                    XDG_CONFIG_HOME=old / "config"))(
+            "down", *c.args, "--yes", timeout=900)
     try:
         c.up = kos("up", *c.args, "--yes", timeout=UP_TIMEOUT)
     except subprocess.TimeoutExpired as exc:

@@ -20,7 +20,7 @@ import pytest
 
 from kos_local import net as local_net
 from tests.bootstrap.conftest import Kos
-from tests.e2e.conftest import Listener, connects, once, tcp_peer_seen_by_listener
+from tests.e2e.conftest import Listener, cloud, connects, once, tcp_peer_seen_by_listener
 
 pytestmark = pytest.mark.netns
 
@@ -123,7 +123,7 @@ def test_a_host_sees_salts_runtime_and_nothing_else_of_this_machine(cluster):
     assert cluster.up.returncode == 0, cluster.failed_up()
     worker = next(m for m in cluster.outputs()["minions"].values() if m["role"] == "worker")
     repo = Path(__file__).resolve().parents[2]
-    local = cluster.state / "local"
+    local = cloud().root
     hidden = [repo / "README.md", repo / ".git", repo / "pillar", repo / "terraform",
               cluster.state / "ssh_config", local / "cloud", local / "hosts"]
     runtime = [Path(sys.prefix) / "bin" / "salt-minion"]
@@ -140,7 +140,7 @@ def test_a_host_sees_salts_runtime_and_nothing_else_of_this_machine(cluster):
 
 def test_bastion_nat_lets_a_private_host_out(cluster):
     out = cluster.outputs()
-    plan = local_net.existing_plan(cluster.name)
+    plan = local_net.existing_plan(cloud().name)
     worker = next(h for h in cluster.hostnames() if h.startswith("k8s-worker-"))
     # the worker has only a private address; this machine sees the bastion's floating IP
     # (the bastion's NAT, then the router's floating-IP SNAT)
@@ -178,8 +178,8 @@ def test_only_the_bastion_leads_into_the_private_network(cluster):
     salt_ip = out["salt_master_private_ip"]
     # this machine's routes never lead into the private network through the cloud
     route = subprocess.run(["ip", "-o", "route", "get", salt_ip], capture_output=True, text=True)
-    assert local_net.uplink(cluster.name) not in route.stdout
-    assert local_net.mgmt_link(cluster.name) not in route.stdout
+    assert local_net.uplink(cloud().name) not in route.stdout
+    assert local_net.mgmt_link(cloud().name) not in route.stdout
 
 
 def test_salt_master_rebuilt_on_its_volume_keeps_its_minions(cluster):

@@ -61,9 +61,8 @@ def found_in_dot_kos(cluster, secrets):
     asked = {Path(p) for p in json.loads(asked.read_text())} if asked.exists() else set()
     found = []
     for path in cluster.state.rglob("*"):
-        # the cloud's machine disks, and Terraform's provider binaries (code, not data)
-        skip = ((cluster.state / "local") in path.parents or ".terraform" in path.parts
-                or path in asked)
+        # Terraform's provider binaries (code, not data)
+        skip = ".terraform" in path.parts or path in asked
         if path.is_file() and not skip:
             data = path.read_bytes()
             found += [f"{path}: {s[:12]}..." for s in secrets if s.encode() in data]

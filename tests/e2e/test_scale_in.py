@@ -17,6 +17,7 @@ import pytest
 import kos_local as local
 from kos_local import hosts as local_hosts
 from kos_local import net as local_net
+from tests.e2e.conftest import cloud
 
 pytestmark = pytest.mark.netns
 
@@ -27,6 +28,11 @@ NODES = {"microk8s": "microk8s.nodes", "kubeadm": "kos_kubectl.nodes"}
 
 @pytest.fixture
 def up(cluster):
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        # The cloud's part (Terraform, keys, hosts) is the kubeadm cluster's; microk8s's
+        # own removal is orch.remove, which tests/integration/test_deploy.py runs on it.
+        pytest.skip("scaled in on the kubeadm cluster; microk8s's orch.remove in "
+                    "tests/integration/test_deploy.py")
     assert cluster.up.returncode == 0, cluster.failed_up()
     return cluster
 
@@ -60,8 +66,9 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
                         salt_json(cluster, "salt", first, "kos_kubectl.nodes")[first].items()}
     before = {i["hostname"]: i["private_ip"] for i in cluster.outputs()["minions"].values()}
     server = cluster.server("k8s-worker-2")
-    machine = local_net.host_ns(cluster.name, server.id)
-    assert machine in local_hosts.nspawns(local_net.cluster_pattern(cluster.name))
+    pattern = local_net.cloud_pattern(cloud().name)
+    machine = local_net.host_ns(cloud().name, server.id)
+    assert machine in local_hosts.nspawns(pattern)
     cluster.values = dict(cluster.values, retired_nodes=["k8s-worker-2"],
                           num_kube_nodes=cluster.values["num_kube_nodes"] + 1)
     (cluster.kos.cwd / "cluster.tfvars.json").write_text(json.dumps(cluster.values))
@@ -79,7 +86,7 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
     assert {h: after[h] for h in before if h != "k8s-worker-2"} == {
         h: ip for h, ip in before.items() if h != "k8s-worker-2"}
     assert cluster.conn().compute.find_server(server.id, ignore_missing=True) is None
-    assert machine not in local_hosts.nspawns(local_net.cluster_pattern(cluster.name))
+    assert machine not in local_hosts.nspawns(pattern)
 
     # the master forgot it: no key in any state, no mine data
     keys = salt_json(cluster, "salt-key", "-L")
