@@ -121,6 +121,13 @@ COMMON = {
 }
 
 
+# The agents start with the RPC server, and a first call sent before the server's queue
+# exists is lost: the L3 agent then waited out the default 60 s timeout and a back-off
+# before it was alive. Calls that time out are retried with the method's timeout doubled
+# (neutron_lib/rpc.py, _BackingOffContextWrapper), so a slow answer under load costs a retry.
+AGENT_RPC = {"rpc_response_timeout": 15}
+
+
 def files(pw):
     """``{path: text}`` of every configuration file the cloud's services read."""
     return {
@@ -157,9 +164,10 @@ def files(pw):
                 "compute_driver": "kos.KosDriver",
                 "osapi_compute_workers": 1,
                 "metadata_workers": 1,
-                # The materialiser reports what it did; nova need not wait a minute to see it.
-                "update_resources_interval": 10,
-                "sync_power_state_interval": 10,
+                # Nova's own defaults are 60 s and 600 s; the rehearsal's servers change state
+                # through the API, and the scheduler claims placement itself.
+                "update_resources_interval": 60,
+                "sync_power_state_interval": 60,
                 "heal_instance_info_cache_interval": 60,
                 "instance_build_timeout": 900,
                 "vif_plugging_timeout": 0,
@@ -235,6 +243,7 @@ def files(pw):
         }),
         "/etc/neutron/dhcp_agent.ini": _ini({
             "DEFAULT": {
+                **AGENT_RPC,
                 "host": HOST,
                 "interface_driver": "linuxbridge",
                 "dhcp_driver": "neutron.agent.linux.dhcp.Dnsmasq",
@@ -242,7 +251,9 @@ def files(pw):
             },
         }),
         "/etc/neutron/l3_agent.ini": _ini({
-            "DEFAULT": {"host": HOST, "interface_driver": "linuxbridge", "agent_mode": "legacy"},
+            # servers read their metadata from the config drive: no proxy per router
+            "DEFAULT": {**AGENT_RPC, "host": HOST, "interface_driver": "linuxbridge",
+                        "agent_mode": "legacy", "enable_metadata_proxy": False},
         }),
         "/etc/cinder/cinder.conf": _ini({
             "DEFAULT": {

@@ -10,6 +10,7 @@ service. Nothing in either layer is secret: MariaDB authenticates services by th
 user, and the Keystone admin and service passwords are made per cluster.
 """
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -144,6 +145,11 @@ def _units(build):
         "[Unit]\nDescription=kos rehearsal cloud: OpenStack services\n"
         f"{wants}\nAfter={' '.join(BOOT_UNITS)}\n",
     )
+    # Keystone sends no notifications here, so it need not wait for RabbitMQ's boot (the
+    # longest of the three): the bootstrap and the catalog go on while RabbitMQ starts.
+    unit = (build.root / "lib/systemd/system/keystone.service").read_text()
+    build.write("/etc/systemd/system/keystone.service",
+                re.sub(r"(?m)^(After=.*?) ?rabbitmq-server\.service", r"\1", unit))
     # Debian's units start these before the catalog exists; ordered after the target's
     # start they are not, so let them retry instead of failing for good.
     for unit in OPENSTACK_UNITS:
