@@ -17,18 +17,23 @@ all: venv
 
 venv: $(STAMP)
 
+# What make installs on this machine, a line each ("<epoch> <what>"), for `make demo` to say.
+INSTALLED_LOG := .kos/installed.log
+
 $(STAMP): pyproject.toml saltext/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ./saltext -e '.[test]'
 	touch $@
+	@mkdir -p $(dir $(INSTALLED_LOG)) && echo "$$(date +%s) $(VENV)/: kos and its Python dependencies (pip)" >> $(INSTALLED_LOG)
 
 # Installs only what is missing; needs root (the tests need it anyway).
 sysdeps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing && \
+		mkdir -p $(dir $(INSTALLED_LOG)) && echo "$$(date +%s) Debian packages: "$$missing" (apt-get)" >> $(INSTALLED_LOG); \
 	fi
 
 # Three processes, one directory of tests at a time each (tests/conftest.py groups and
@@ -39,6 +44,8 @@ PYTEST_PARALLEL ?= -n 3 --dist loadgroup
 test: $(STAMP) sysdeps
 	$(BIN)/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
+# When make started, for the demo's time per phase (set before any recipe runs).
+demo: export KOS_MAKE_STARTED := $(shell date +%s)
 demo: $(STAMP) sysdeps
 	$(BIN)/python -m kos.demo
 

@@ -62,6 +62,25 @@ def _phases(steps_file=None):
     return [(name, seconds) for _, _, name, seconds in sorted(done, key=lambda d: d[:2])]
 
 
+def _installed(since, steps_file=None):
+    """What this run put on the machine, in order: make's lines (.kos/installed.log, from
+    ``since`` on), what kos built once for the machine, and the rehearsal cloud."""
+    found = []
+    log = Path(".kos") / "installed.log"
+    for line in log.read_text().splitlines() if log.exists() and since else []:
+        stamp, _, what = line.partition(" ")
+        if stamp.isdigit() and int(stamp) >= since:
+            found.append(what)
+    doc = json.loads((steps_file or Path(".kos") / CLUSTER / "steps.json").read_text())
+    built = ((doc["steps"].get("local-images") or {}).get("detail") or {}).get("built") or []
+    found += [f"{what}, cached under ~/.cache/kos" for what in built]
+    cloud = (doc["steps"].get("local-cloud") or {}).get("detail") or {}
+    if cloud.get("booted"):
+        found.append(f"the rehearsal cloud (API {cloud.get('api')}), under /var/lib/kos; "
+                     "it stays while a local cluster is on it")
+    return found
+
+
 def _kos_command():
     """The venv's `kos` script ([project.scripts] in pyproject.toml), as the operator types it."""
     script = Path(sys.executable).with_name("kos")
@@ -100,7 +119,7 @@ def up():
     args = ["--cloud", "local", "--var-file", str(VARS), "--var-file", str(keys)]
     print("kos demo: kos up --cloud local (1 control plane + 2 workers, microk8s, simulated)",
           file=sys.stderr)
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     # progress on the terminal; the data kos prints is not needed for the summary
     res = subprocess.run([sys.executable, "-m", "kos", "up", *args, "--yes"], env=env,
                          stdout=subprocess.DEVNULL, text=True)
@@ -110,11 +129,20 @@ def up():
               "`make demo-down`.", file=sys.stderr)
         return res.returncode
     status = _kos(env, "status", *args)
+    since = int(os.environ.get("KOS_MAKE_STARTED") or 0)
     print()
-    print("Time per phase:")
+    print("Installed on this machine by this run, in order:")
+    for what in _installed(since) or ["nothing: everything was there already"]:
+        print(f"  {what}")
+    print()
+    print("Time per phase, in the order they ran:")
+    make_s = max(0, started_at - since) if since else 0
+    if since:
+        # make's own part: the virtualenv and the Debian packages, when they were missing
+        print(f"  {'make':<16} {make_s:>7.0f}s")
     for name, seconds in _phases():
         print(f"  {name:<16} {seconds if seconds is not None else '-':>7}s")
-    print(f"  {'total':<16} {total:>7.1f}s")
+    print(f"  {'total':<16} {make_s + total:>7.1f}s")
     print()
     print("\n".join(_hints(env, keys)))
     return status.returncode

@@ -91,3 +91,28 @@ def test_ssh_hints_use_the_config_kos_writes(tmp_path, monkeypatch):
     ssh = [shlex.split(line) for line in hints(tmp_path, monkeypatch) if "ssh -F" in line]
     assert [argv[1:4] for argv in ssh] == [["-F", ".kos/demo/ssh_config", "salt"],
                                             ["-F", ".kos/demo/ssh_config", "k8s-cp-1"]]
+
+
+def test_what_the_run_installed_is_said_in_order_and_only_this_runs(tmp_path, monkeypatch):
+    """make's lines from this run (an earlier run's are not repeated), then what kos built
+    once for the machine, then the cloud; a run that found everything says so."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".kos").mkdir()
+    (tmp_path / ".kos" / "installed.log").write_text(
+        "100 .venv/: kos and its Python dependencies (pip)\n"
+        "205 .venv/: kos and its Python dependencies (pip)\n"
+        "207 Debian packages: haproxy debootstrap (apt-get)\n")
+    steps = state.StateDir(tmp_path / ".kos", demo.CLUSTER).steps()
+    steps.run("local-images", "fp", "images", lambda: {"built": ["the cloud's image"]})
+    steps.run("local-cloud", "fp", "cloud", lambda: {"cloud": "local", "booted": True,
+                                                     "api": "http://100.64.0.130:5000/v3"})
+    said = demo._installed(200, steps.path)
+    assert said[:2] == [".venv/: kos and its Python dependencies (pip)",
+                        "Debian packages: haproxy debootstrap (apt-get)"]
+    assert said[2] == "the cloud's image, cached under ~/.cache/kos"
+    assert said[3].startswith("the rehearsal cloud (API http://100.64.0.130:5000/v3)")
+    assert len(said) == 4
+    # a second run on a cloud that runs: nothing from make, nothing built, nothing booted
+    steps.run("local-images", "fp2", "images", lambda: {"built": []})
+    steps.run("local-cloud", "fp2", "cloud", lambda: {"cloud": "local", "booted": False})
+    assert demo._installed(300, steps.path) == []
