@@ -139,10 +139,10 @@ def up():
     make_s = max(0, started_at - since) if since else 0
     if since:
         # make's own part: the virtualenv and the Debian packages, when they were missing
-        print(f"  {'make':<16} {make_s:>7.0f}s")
+        print(f"  {'make':<22} {make_s:>7.0f}s")
     for name, seconds in _phases():
-        print(f"  {name:<16} {seconds if seconds is not None else '-':>7}s")
-    print(f"  {'total':<16} {make_s + total:>7.1f}s")
+        print(f"  {name:<22} {seconds if seconds is not None else '-':>7}s")
+    print(f"  {'total':<22} {make_s + total:>7.1f}s")
     print()
     print("\n".join(_hints(env, keys)))
     return status.returncode

@@ -237,6 +237,14 @@ class Cloud:
         self.machine.run("systemctl", "start", "--no-block", image.TARGET)
         # A connection reads the catalog once: this one must see the whole of it.
         seed.wait_services(self._admin(rec))
+        if not rec.get("discovered"):
+            # The compute host mapped to its cell, as an operator does once nova-compute
+            # runs (nova-manage cell_v2 discover_hosts): until then the scheduler's
+            # choice is not buildable and every server goes to ERROR with no fault.
+            self.machine.run("runuser", "-u", "nova", "--", "nova-manage", "cell_v2",
+                             "discover_hosts", timeout=120)
+            rec["discovered"] = True
+            self._save(rec)
 
     def _first_configuration(self, plan, lower):
         """This cloud's own passwords and addresses, written into its disk before it boots."""

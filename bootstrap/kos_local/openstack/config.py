@@ -186,7 +186,8 @@ def files(pw):
                        "project_domain_name": "Default", "user_domain_name": "Default",
                        "project_name": "service", "username": "nova", "password": pw["nova"]},
             "conductor": {"workers": 1},
-            "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": 5},
+            # the one compute host is mapped when the cloud is set up (cloud.py)
+            "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": -1},
             "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
             "vnc": {"enabled": False},
             "kos": {"spool": SPOOL},
