@@ -51,9 +51,13 @@ def _kos(env, *args, capture=False):
     return subprocess.run(cmd, env=env)
 
 
-def _phases(steps_file=None):
-    """The steps of the last run, in the order they ran, with their seconds."""
+def _phases(steps_file=None, since=None):
+    """The steps of the last run (those started at ``since``, a time.time(), or after), in
+    the order they ran, with their seconds: a step of an earlier kos down is not this run's."""
     doc = json.loads((steps_file or Path(".kos") / CLUSTER / "steps.json").read_text())
+    if since is not None:
+        after = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(since)))
+        doc["steps"] = {n: r for n, r in doc["steps"].items() if r.get("started", "") >= after}
     # steps.json is written with sorted keys and its times have one-second resolution, so
     # two steps that start in the same second (terraform-init, then terraform-apply) tie on
     # "started"; the one that ran first also finished first.
@@ -140,7 +144,7 @@ def up():
     if since:
         # make's own part: the virtualenv and the Debian packages, when they were missing
         print(f"  {'make':<22} {make_s:>7.0f}s")
-    for name, seconds in _phases():
+    for name, seconds in _phases(since=started_at):
         print(f"  {name:<22} {seconds if seconds is not None else '-':>7}s")
     print(f"  {'total':<22} {make_s + total:>7.1f}s")
     print()

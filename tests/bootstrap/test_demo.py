@@ -3,6 +3,7 @@ What `make demo` prints once the cluster is up: the time per phase in the order 
 ran, and commands an operator can paste (the venv's `kos`, the example's variables once).
 """
 
+import calendar
 import json
 import shlex
 import subprocess
@@ -116,3 +117,17 @@ def test_what_the_run_installed_is_said_in_order_and_only_this_runs(tmp_path, mo
     steps.run("local-images", "fp2", "images", lambda: {"built": []})
     steps.run("local-cloud", "fp2", "cloud", lambda: {"cloud": "local", "booted": False})
     assert demo._installed(300, steps.path) == []
+
+
+def test_a_step_of_an_earlier_run_is_not_a_phase_of_this_one(tmp_path):
+    records = {
+        "terraform-destroy": {"status": "done", "started": "2026-12-03T09:50:01.100Z",
+                              "finished": "2026-12-03T09:50:12.000Z", "seconds": 10.9},
+        "terraform-apply": {"status": "done", "started": "2026-12-03T10:00:05.200Z",
+                            "finished": "2026-12-03T10:01:24.000Z", "seconds": 78.8},
+    }
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"format": 1, "steps": records}, sort_keys=True))
+    began = calendar.timegm(time.strptime("2026-12-03T10:00:05", "%Y-%m-%dT%H:%M:%S"))
+    assert demo._phases(path, since=began) == [("terraform-apply", 78.8)]
+    assert [n for n, _ in demo._phases(path)] == ["terraform-destroy", "terraform-apply"]
