@@ -42,12 +42,13 @@ class FileLock:
         self.path = path
         self.fd = None
 
-    def acquire(self, holder):
-        """Lock and write ``holder``; return the holder of a stale lock (or None)."""
+    def acquire(self, holder, wait=False):
+        """Lock and write ``holder``; return the holder of a stale lock (or None). Held by
+        someone else: ``LockHeld``, or with ``wait`` until they release it."""
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except BlockingIOError:
                 found = _read_holder(fd)
                 os.close(fd)

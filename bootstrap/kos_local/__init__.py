@@ -65,6 +65,8 @@ KUBEADM_CONTROL_PLANE_MB = 1024
 # A kubeadm worker (kubelet, containerd, kube-proxy, no workload): an estimate, not measured.
 KUBEADM_WORKER_MB = 300
 
+# A cluster's networks: none may overlap the cloud's own addresses on this machine.
+CIDRS = ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")
 # Where the hosts see this machine's Kubernetes builds (read-only).
 MIRROR = "/var/lib/kos-mirror/kubernetes"
 # microk8s is the stand-ins: the materialiser puts them on the minions' PATH.
@@ -204,7 +206,7 @@ class LocalBackend(Backend):
                 "for itself (each cluster gets a project of its name)",
                 f"choose a cluster_name other than {' or '.join(RESERVED)}"))
         plan = self.cloud.plan() if self.cloud.running() else None
-        for key in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr"):
+        for key in CIDRS:
             if plan and net.ipaddress.ip_network(values[key]).overlaps(plan.block):
                 found.append(Finding(
                     key, False,
@@ -253,7 +255,7 @@ class LocalBackend(Backend):
         return {"built": [what for what, _ in builds]}
 
     def _cloud_up(self, values):
-        avoid = [values[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")]
+        avoid = [values[k] for k in CIDRS]
         with self.cloud.lock(), cloud_api_errors(self.cloud):
             pid, booted = bring_up(self.cloud, avoid)
             name = self.cloud.attach(self.state.cluster,
@@ -298,9 +300,6 @@ class LocalBackend(Backend):
             "standin_env": {"KOS_STANDIN_DELAY": os.environ.get(JOIN_SECONDS_ENV, "0")},
         }
 
-    def start_materialiser(self):
-        return start_materialiser(self.cloud)
-
     def outputs(self):
         if not self.cloud.attached(self.state.cluster):
             return {}
@@ -340,7 +339,7 @@ class LocalBackend(Backend):
         # Without its project a cluster never got as far as a Terraform apply.
         if self.cloud.usable() and self.cloud.attached(cluster):
             self._environment()
-            self.start_materialiser()
+            start_materialiser(self.cloud)
             self.openstack.destroy(inputs, steps)
             steps.run("cloud-empty", fp, "check nothing of the cluster is left in the cloud",
                       self.leftovers_in_cloud, always=True)
@@ -348,10 +347,7 @@ class LocalBackend(Backend):
         def leave():
             with self.cloud.lock():
                 removed = self.cloud.detach(cluster)
-            # Terraform's state described servers of a project that no longer exists.
-            for name in ("terraform.tfstate", "terraform.tfstate.backup"):
-                (self.state.path / "terraform" / name).unlink(missing_ok=True)
-            (self.state.path / "known_hosts").unlink(missing_ok=True)
+            forget_servers(self.state.path)
             return {"removed": removed}
 
         steps.run("local-leave", fp, "remove the cluster's project from the rehearsal cloud",
@@ -372,9 +368,13 @@ class LocalBackend(Backend):
                     return {"kept": self.cloud.clusters()}  # a cluster came meanwhile
                 return {"removed": len(self.cloud.destroy())}
 
-        steps.run("local-destroy", fp, "stop the rehearsal cloud (its last cluster went) and "
-                  "remove it from this machine", teardown, always=True)
-        ui.ok(f"local cluster {cluster} and the rehearsal cloud destroyed")
+        done = steps.run("local-destroy", fp, "stop the rehearsal cloud (its last cluster went) "
+                         "and remove it from this machine", teardown, always=True)
+        if "kept" in (done or {}):
+            ui.ok(f"local cluster {cluster} destroyed; the rehearsal cloud stays up for "
+                  f"{', '.join(done['kept'])}, which came meanwhile")
+        else:
+            ui.ok(f"local cluster {cluster} and the rehearsal cloud destroyed")
 
     def leftovers_in_cloud(self):
         """What of the cluster is still in the cloud's project after terraform destroy."""
@@ -398,6 +398,14 @@ class LocalBackend(Backend):
                 fix="re-run kos down; if it stays, report it (kos left it behind)",
             )
         return {"empty": True}
+
+
+def forget_servers(state_dir):
+    """A cluster's records of servers that no longer exist (its project or the whole cloud
+    went): Terraform's state and the pinned host keys."""
+    for name in ("terraform/terraform.tfstate", "terraform/terraform.tfstate.backup",
+                 "known_hosts"):
+        (Path(state_dir) / name).unlink(missing_ok=True)
 
 
 def once_per_machine():

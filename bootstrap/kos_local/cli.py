@@ -74,9 +74,9 @@ def status(as_json):
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (CI).")
 def down(yes):
     """Remove the rehearsal cloud from this machine, with every cluster on it."""
-    from pathlib import Path
-
     from kos import errors, ui
+
+    from . import forget_servers
 
     c = _cloud()
     clusters = {name: (c.profile(name) or {}).get("state") for name in c.clusters()}
@@ -87,9 +87,6 @@ def down(yes):
     with c.lock():
         removed = c.destroy()
     for state in filter(None, clusters.values()):
-        # their Terraform state described servers that no longer exist
-        for name in ("terraform/terraform.tfstate", "terraform/terraform.tfstate.backup",
-                     "known_hosts"):
-            (Path(state) / name).unlink(missing_ok=True)
+        forget_servers(state)
     ui.ok(f"the rehearsal cloud {c.name} removed ({len(removed)} machines, links and mounts)"
           + (f" with {', '.join(clusters)}" if clusters else ""))

@@ -45,6 +45,13 @@ def test_steps_within_one_second_print_in_the_order_they_ran(tmp_path):
     assert [name for name, _ in demo._phases(steps.path)] == list(order)
 
 
+def steps_file(tmp_path, records):
+    """A steps.json as kos writes it (keys sorted)."""
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"format": 1, "steps": records}, sort_keys=True))
+    return path
+
+
 def test_phases_follow_the_recorded_times(tmp_path):
     records = {
         "terraform-apply": {"status": "done", "started": "2026-12-03T10:00:05Z",
@@ -53,8 +60,7 @@ def test_phases_follow_the_recorded_times(tmp_path):
                            "finished": "2026-12-03T10:00:05Z", "seconds": 4.0},
         "orchestrate": {"status": "failed", "started": "2026-12-03T10:02:00Z"},
     }
-    path = tmp_path / "steps.json"
-    path.write_text(json.dumps({"format": 1, "steps": records}, sort_keys=True))
+    path = steps_file(tmp_path, records)
     assert demo._phases(path) == [("terraform-init", 4.0), ("terraform-apply", 79.0)]
 
 
@@ -126,8 +132,7 @@ def test_a_step_of_an_earlier_run_is_not_a_phase_of_this_one(tmp_path):
         "terraform-apply": {"status": "done", "started": "2026-12-03T10:00:05.200Z",
                             "finished": "2026-12-03T10:01:24.000Z", "seconds": 78.8},
     }
-    path = tmp_path / "steps.json"
-    path.write_text(json.dumps({"format": 1, "steps": records}, sort_keys=True))
+    path = steps_file(tmp_path, records)
     began = calendar.timegm(time.strptime("2026-12-03T10:00:05", "%Y-%m-%dT%H:%M:%S"))
     assert demo._phases(path, since=began) == [("terraform-apply", 78.8)]
     assert [n for n, _ in demo._phases(path)] == ["terraform-destroy", "terraform-apply"]

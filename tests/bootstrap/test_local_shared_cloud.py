@@ -101,3 +101,28 @@ def test_a_cluster_named_as_a_project_the_cloud_keeps_or_inside_its_addresses_is
     assert "outside 100.64.3.0/24" in refused["private_cidr"].fix
     # no cloud running yet: it will be placed around the cluster's networks
     assert findings({"cluster_name": "demo", "private_cidr": "100.64.3.128/25"}) == {}
+
+
+def test_the_clouds_lock_waits_for_its_holder_and_leaves_no_file(tmp_path):
+    """A second kos waits for the first (they would set up or remove the same cloud), then
+    takes the lock even though the first removed its file meanwhile; nothing stays."""
+    import threading
+    import time
+
+    cloud = Cloud("kostest", tmp_path / "kos" / "kostest-cloud")
+    order = []
+
+    def second():
+        with cloud.lock():
+            order.append("2")
+
+    with cloud.lock():
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        time.sleep(0.3)
+        assert waiting.is_alive() and order == []
+        order.append("1")
+    waiting.join(timeout=10)
+    assert order == ["1", "2"]
+    # no cloud here: neither its lock file nor the directory that held it stays
+    assert not (tmp_path / "kos").exists()

@@ -175,11 +175,8 @@ def cloud_diagnosis(cloud, limit=40):
 
 
 def admin():
-    """openstacksdk as the cloud's admin (its password is in the cloud's own disk)."""
-    from kos_local.openstack import seed
-
-    c = cloud()
-    return seed.connect(c.auth_url(), c.record()["passwords"]["admin"])
+    """openstacksdk as the cloud's admin."""
+    return cloud().admin()
 
 
 def own_leftovers(cluster_name):

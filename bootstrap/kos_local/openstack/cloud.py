@@ -17,7 +17,6 @@ only); ``destroy`` removes all of it.
 """
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets as _secrets
@@ -30,6 +29,7 @@ import yaml
 
 from kos import ui
 from kos.errors import CleanupError, ConvergeError
+from kos.lock import FileLock
 from .. import hosts as hosts_mod
 from .. import net
 from . import config, image, materialiser, seed
@@ -60,25 +60,30 @@ class Cloud:
         self.name = name
         self.root = Path(root) if root else ROOT / f"{name}-cloud"
         self.dir = self.root / "cloud"
+        # what the materialiser makes each cluster's hosts by (materialiser.PROFILES)
+        self.profiles = self.root / materialiser.PROFILES
         self.machine = hosts_mod.Machine(net.cloud_ns(name), self.dir)
         self.spool = self.machine.path(config.SPOOL)
 
     @contextlib.contextmanager
     def lock(self):
         """One kos at a time sets the cloud up, attaches, detaches or removes it."""
-        path = self.root.with_name(f".{self.root.name}.lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        lock = FileLock(str(self.root.with_name(f".{self.root.name}.lock")))
+        while True:
+            self.root.parent.mkdir(parents=True, exist_ok=True)
             try:
-                yield
-            finally:
-                if not self.root.exists():
-                    # the cloud is gone: so is what held it on this machine
-                    path.unlink(missing_ok=True)
-                    with contextlib.suppress(OSError):
-                        path.parent.rmdir()
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                lock.acquire({"pid": os.getpid()}, wait=True)
+                break
+            except FileNotFoundError:
+                continue  # the holder removed the directory with the cloud: make it again
+        try:
+            yield
+        finally:
+            lock.release()
+            if not self.root.exists():
+                # the cloud is gone: so is what held it on this machine
+                with contextlib.suppress(OSError):
+                    self.root.parent.rmdir()
 
     def running(self):
         return self.machine.nspawn_pid() is not None
@@ -96,11 +101,14 @@ class Cloud:
 
     def clusters(self):
         """The clusters attached to this cloud, by name."""
-        return sorted(p.stem for p in (self.root / "clusters").glob("*.json"))
+        return sorted(p.stem for p in self.profiles.glob("*.json"))
+
+    def _profile_path(self, cluster):
+        return self.profiles / f"{cluster}.json"
 
     def profile(self, cluster):
         try:
-            return json.loads((self.root / "clusters" / f"{cluster}.json").read_text())
+            return json.loads(self._profile_path(cluster).read_text())
         except (OSError, ValueError):
             return None
 
@@ -150,7 +158,7 @@ class Cloud:
             # Nothing half-made stays running; the disk stays for its logs and the re-run.
             self.machine.stop()
             raise
-        seed.offer(self._admin(rec), plan, host_image)
+        seed.offer(self.admin(rec), plan, host_image)
         return booted
 
     def attach(self, cluster, profile):
@@ -164,7 +172,7 @@ class Cloud:
                 f"already: one cloud, one project per cluster name",
                 fix="give this cluster another cluster_name, or take that one down first",
             )
-        admin = self._admin(self.record())
+        admin = self.admin()
         entry = _clouds_entry(cluster)
         if entry is None or not self._credential_works(cluster, entry):
             password = _secrets.token_urlsafe(24)
@@ -172,7 +180,7 @@ class Cloud:
             cred_id, secret = seed.application_credential(self.auth_url(), cluster, password)
             self._write_clouds_entry(cluster, cred_id, secret)
         project = admin.identity.find_project(cluster, domain_id="default")
-        path = self.root / "clusters" / f"{cluster}.json"
+        path = self._profile_path(cluster)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**profile, "project_id": project.id}, indent=2,
                                    sort_keys=True))
@@ -184,8 +192,8 @@ class Cloud:
         keeps the project: it goes with the cloud."""
         removed = []
         if self.usable():
-            removed += seed.remove_tenant(self._admin(self.record()), cluster)
-        (self.root / "clusters" / f"{cluster}.json").unlink(missing_ok=True)
+            removed += seed.remove_tenant(self.admin(), cluster)
+        self._profile_path(cluster).unlink(missing_ok=True)
         if forget_clouds_entry(cluster):
             removed.append(f"clouds.yaml entry {cloud_name(cluster)}")
         return removed
@@ -207,7 +215,9 @@ class Cloud:
                 "the one this checkout builds; it gets the new one once it is removed (with "
                 "its last cluster, or kos cloud down)")
 
-    def _admin(self, rec):
+    def admin(self, rec=None):
+        """openstacksdk as the cloud's admin (its password is in the cloud's own disk)."""
+        rec = rec or self.record()
         return seed.connect(self.auth_url(), rec["passwords"]["admin"])
 
     def _bring_up(self, rec, plan):
@@ -236,7 +246,7 @@ class Cloud:
         self.machine.run("systemctl", "enable", image.TARGET, check=False)
         self.machine.run("systemctl", "start", "--no-block", image.TARGET)
         # A connection reads the catalog once: this one must see the whole of it.
-        seed.wait_services(self._admin(rec))
+        seed.wait_services(self.admin(rec))
         if not rec.get("discovered"):
             # The compute host mapped to its cell, as an operator does once nova-compute
             # runs (nova-manage cell_v2 discover_hosts): until then the scheduler's

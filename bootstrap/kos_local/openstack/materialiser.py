@@ -50,6 +50,8 @@ ENTRY = "import sys; from kos_local.openstack.materialiser import main; main(sys
 
 
 METADATA = "openstack/latest/meta_data.json"
+# Beside the cloud: one profile per cluster, written by kos up (cloud.Cloud.attach).
+PROFILES = "clusters"
 
 
 def argv_marker(cloud):
@@ -169,7 +171,7 @@ class Materialiser:
             project = json.loads(base64.b64decode(drive[METADATA]))["project_id"]
         except (KeyError, ValueError) as exc:
             raise RuntimeError(f"the server's config drive names no project ({exc})") from exc
-        for path in sorted((self.local / "clusters").glob("*.json")):
+        for path in sorted((self.local / PROFILES).glob("*.json")):
             try:
                 profile = json.loads(path.read_text())
             except (OSError, ValueError):
