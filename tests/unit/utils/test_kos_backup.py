@@ -306,11 +306,39 @@ def test_stop_swap_start_put_the_staged_data_in_place_once(kube_dir, monkeypatch
     assert (Path(kept) / "member" / "old").read_text() == "old"
     assert kos_etcd.etcd_restore_swap() is None  # done already
 
+    # The API server comes back only once etcd is healthy (a quorum of restored members).
+    healthy = iter([False, False, True])
+    seen = []
+
+    def etcd_healthy(_kube_dir=None):
+        seen.append(sorted(os.listdir(kube_dir / "manifests")))
+        return next(healthy)
+
+    monkeypatch.setattr(kos_etcd, "_etcd_healthy", etcd_healthy)
     monkeypatch.setattr(kos_etcd.time, "sleep", lambda s: listening.update({6443: True}))
     assert kos_etcd.control_plane_started(timeout=5) == ["etcd.yaml", "kube-apiserver.yaml"]
+    assert seen == [["etcd.yaml", "kube-scheduler.yaml"]] * 3
     assert sorted(os.listdir(kube_dir / "manifests")) == [
         "etcd.yaml", "kube-apiserver.yaml", "kube-scheduler.yaml"]
     assert not (kube_dir / kos_etcd.STOPPED_DIR).exists()
+
+
+def test_an_etcd_without_quorum_keeps_the_api_server_stopped_and_is_named(kube_dir, monkeypatch):
+    etcd_manifest(kube_dir)
+    aside = kube_dir / kos_etcd.STOPPED_DIR
+    aside.mkdir()
+    for name in kos_etcd.RESTORE_STOPS:
+        (kube_dir / "manifests" / name).rename(aside / name)
+    monkeypatch.setattr(kos_etcd, "_etcd_healthy", lambda kube_dir=None: False)
+    monkeypatch.setattr(kos_etcd.time, "sleep", lambda s: None)
+    with pytest.raises(CommandExecutionError, match="etcd is not healthy 0 s after"):
+        kos_etcd.control_plane_started(timeout=0)
+    assert os.listdir(aside) == ["kube-apiserver.yaml"]
+    # a re-run, once the other members run, finishes the start
+    monkeypatch.setattr(kos_etcd, "_etcd_healthy", lambda kube_dir=None: True)
+    monkeypatch.setattr(kos_etcd, "_listening", lambda port: True)
+    assert kos_etcd.control_plane_started(timeout=0) == ["kube-apiserver.yaml"]
+    assert not aside.exists()
 
 
 def test_an_api_server_that_does_not_stop_is_named(kube_dir, monkeypatch):

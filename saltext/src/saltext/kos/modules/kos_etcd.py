@@ -12,10 +12,12 @@ nothing needs installing on either cloud.
 :depends: ``ctr`` (containerd) on PATH
 """
 
+import http.client
 import json
 import os
 import shutil
 import socket
+import ssl
 import tempfile
 import time
 
@@ -252,6 +254,14 @@ def _listening(port, host="127.0.0.1"):
         return False
 
 
+def _wait(ready, deadline, failure):
+    """Poll ``ready`` every 2 s until it holds; past ``deadline``, fail with ``failure``."""
+    while not ready():
+        if time.time() >= deadline:
+            raise CommandExecutionError(failure)
+        time.sleep(2)
+
+
 def control_plane_stopped(timeout=180, kube_dir=None):
     """
     Stop this node's API server and etcd member for a restore: their manifests move to
@@ -273,13 +283,9 @@ def control_plane_stopped(timeout=180, kube_dir=None):
             os.rename(os.path.join(manifests, name), os.path.join(aside, name))
             moved.append(name)
     api = _api_port(kube_dir)
-    deadline = time.time() + float(timeout)
-    while _listening(2379) or _listening(api):
-        if time.time() >= deadline:
-            raise CommandExecutionError(
-                f"etcd or the API server still answers {timeout} s after their manifests left "
-                f"{manifests}")
-        time.sleep(2)
+    _wait(lambda: not (_listening(2379) or _listening(api)), time.time() + float(timeout),
+          f"etcd or the API server still answers {timeout} s after their manifests left "
+          f"{manifests}")
     return moved
 
 
@@ -312,10 +318,46 @@ def etcd_restore_swap(kube_dir=None):
     return kept
 
 
+def _etcd_healthy(kube_dir=None):
+    """Whether this node's etcd member answers its ``/health`` as healthy: it has a leader
+    and a quorum read went through (https://etcd.io/docs/v3.5/op-guide/monitoring/#health-check)."""
+    _, flags = _static_pod("etcd", kube_dir)
+    context = ssl.create_default_context(cafile=flags["trusted-ca-file"])
+    context.load_cert_chain(flags["cert-file"], flags["key-file"])
+    conn = http.client.HTTPSConnection("127.0.0.1", 2379, context=context, timeout=5)
+    try:
+        conn.request("GET", "/health")
+        return json.loads(conn.getresponse().read()).get("health") == "true"
+    except (OSError, ValueError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def _put_back(kube_dir, names):
+    manifests = os.path.join(_kube_dir(kube_dir), "manifests")
+    aside = os.path.join(_kube_dir(kube_dir), STOPPED_DIR)
+    back = []
+    for name in names:
+        if os.path.exists(os.path.join(aside, name)):
+            os.rename(os.path.join(aside, name), os.path.join(manifests, name))
+            back.append(name)
+    if os.path.isdir(aside) and not os.listdir(aside):
+        os.rmdir(aside)
+    return back
+
+
+
+
 def control_plane_started(timeout=300, kube_dir=None):
     """
-    Put back the manifests ``control_plane_stopped`` moved aside and wait until this
-    node's API server answers again. Return the manifests put back.
+    Put back the manifests ``control_plane_stopped`` moved aside: etcd's first, and the API
+    server's once this member is healthy, as the Kubernetes documentation orders a restore
+    (restore every etcd member, then start the API servers). An API server started before
+    the members have a quorum fails, and the kubelet's crash back-off (up to five minutes)
+    then delays it past any wait. Wait until the API server answers. Run it on every
+    control plane at once: a member is healthy only once a quorum of them runs. Return the
+    manifests put back.
 
     CLI Example:
 
@@ -323,20 +365,13 @@ def control_plane_started(timeout=300, kube_dir=None):
 
         salt 'k8s-cp-*' kos_etcd.control_plane_started
     """
-    manifests = os.path.join(_kube_dir(kube_dir), "manifests")
-    aside = os.path.join(_kube_dir(kube_dir), STOPPED_DIR)
-    back = []
-    for name in RESTORE_STOPS[::-1]:
-        if os.path.exists(os.path.join(aside, name)):
-            os.rename(os.path.join(aside, name), os.path.join(manifests, name))
-            back.append(name)
-    if os.path.isdir(aside) and not os.listdir(aside):
-        os.rmdir(aside)
-    api = _api_port(kube_dir)
     deadline = time.time() + float(timeout)
-    while not _listening(api):
-        if time.time() >= deadline:
-            raise CommandExecutionError(
-                f"the API server does not answer {timeout} s after its manifest came back")
-        time.sleep(2)
+    etcd, api_server = RESTORE_STOPS[::-1]
+    back = _put_back(kube_dir, [etcd])
+    _wait(lambda: _etcd_healthy(kube_dir), deadline,
+          f"etcd is not healthy {timeout} s after the restore started it")
+    back += _put_back(kube_dir, [api_server])
+    api = _api_port(kube_dir)
+    _wait(lambda: _listening(api), deadline,
+          f"the API server does not answer {timeout} s after the restore started it")
     return back
