@@ -51,6 +51,7 @@ PILLAR_VARIABLES = (
     "retired_nodes",
     "availability_zones",
     "first_control_plane_access",
+    "api_load_balancer",
     "public_cidr",
     "private_cidr",
     "pod_cidr",
@@ -62,6 +63,8 @@ PILLAR_VARIABLES = (
 BASTION_FLOATING_IP = "192.0.2.10"
 API_FLOATING_IP = "192.0.2.11"
 MASTER_FLOATING_IP = "192.0.2.12"
+PUBLIC_SUBNET_ID = "00000000-0000-4000-8000-000000000001"
+PRIVATE_SUBNET_ID = "00000000-0000-4000-8000-000000000002"
 API_ADMIN_IP = "198.51.100.11"
 CCM_PLACEHOLDER = {
     "id": "kos-validate",
@@ -95,6 +98,7 @@ def terraform_layer(v):
     for these variable values."""
     domain = v["deploy_domain_name"]
     on_public = v["first_control_plane_access"] == "floating_ip"
+    octavia = v["api_load_balancer"] == "octavia"
     zones = v.get("availability_zones") or []
     slots = {f"k8s-cp-{n}": ("control_plane", n - 1) for n in range(1, v["num_control_plane"] + 1)}
     base = v["worker_address_base"] - 20
@@ -120,7 +124,9 @@ def terraform_layer(v):
             "domain": domain,
             "deploy_user": v["deploy_user"],
             "networks": {
-                k: v[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")
+                **{k: v[k] for k in ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")},
+                "public_subnet_id": PUBLIC_SUBNET_ID,
+                "private_subnet_id": PRIVATE_SUBNET_ID,
             },
             "salt_master": {
                 "id": f"salt.{domain}",
@@ -140,7 +146,9 @@ def terraform_layer(v):
             "nodes": nodes,
             "first_control_plane": f"k8s-cp-1.{domain}",
             "api": {
-                "floating_ip": API_FLOATING_IP if on_public else None,
+                "load_balancer": v["api_load_balancer"],
+                "vip": _host(v["public_cidr"], 9) if octavia else None,
+                "floating_ip": API_FLOATING_IP if on_public or octavia else None,
                 "admin_ip": None if on_public else API_ADMIN_IP,
             },
         },

@@ -19,6 +19,27 @@ locals {
   salt_master_public_ip = cidrhost(var.public_cidr, 12)
 
   first_cp_on_public = var.first_control_plane_access == "floating_ip"
+  first_cp_public_ip = cidrhost(var.public_cidr, 11)
+
+  # The API load balancer's VIP: a fixed address, so the pillar can name it before boot. On
+  # the public subnet: a floating IP needs its port's subnet on the router, and an amphora
+  # answers through its VIP subnet's gateway, which on the private subnet is the bastion.
+  # The nodes reach the VIP from their private addresses through the router's own port on
+  # the private subnet (a route DHCP announces), never through the bastion.
+  api_vip_ip        = cidrhost(var.public_cidr, 9)
+  router_private_ip = cidrhost(var.private_cidr, 2)
+  octavia           = var.api_load_balancer == "octavia"
+  api_allowed_cidrs = coalesce(var.api_allowed_cidrs, var.ssh_allowed_cidrs)
+  # Where load balancers reach the nodes from. An amphora speaks from its own port, which
+  # DHCP addresses from the pool in the upper half of the private network (the salt master
+  # and the bastion sit in the lower half).
+  load_balancer_cidr = cidrsubnet(var.private_cidr, 1, 1)
+  # OVN's load balancer keeps the client's address, so the API's outside sources are let in
+  # too.
+  api_load_balancer_sources = !local.octavia ? [] : concat(
+    [local.load_balancer_cidr],
+    var.api_load_balancer_provider == "ovn" ? local.api_allowed_cidrs : [],
+  )
 
   # Every node's slot follows from its own name, never from its position among the others:
   # k8s-cp-<n> has slot n - 1, k8s-worker-<n> slot (worker_address_base - 20) + n - 1. The
@@ -34,7 +55,7 @@ locals {
       role              = node.role
       private_ip        = cidrhost(var.private_cidr, 20 + node.slot)
       availability_zone = length(var.availability_zones) > 0 ? var.availability_zones[node.slot % length(var.availability_zones)] : null
-      public_ip         = name == local.first_control_plane && local.first_cp_on_public ? cidrhost(var.public_cidr, 11) : null
+      public_ip         = name == local.first_control_plane && local.first_cp_on_public ? local.first_cp_public_ip : null
       floating_ip       = name == local.first_control_plane && local.first_cp_on_public
       admin_network     = name == local.first_control_plane && !local.first_cp_on_public
     } if !contains(var.retired_nodes, name)
@@ -93,6 +114,9 @@ module "network" {
   private_cidr          = var.private_cidr
   private_gateway_ip    = local.bastion_private_ip
   dns_nameservers       = var.dns_nameservers
+  # the nodes' way to the API load balancer's VIP
+  route_public_via_router = local.octavia
+  router_private_ip       = local.router_private_ip
 }
 
 module "bastion" {
@@ -112,23 +136,48 @@ module "bastion" {
 module "nodes" {
   source = "./modules/nodes"
 
-  cluster               = local.cluster
-  networks              = local.networks
-  nodes                 = local.kube_nodes
-  flavor_name           = var.kube_node_flavor
-  distribution          = var.kubernetes_distribution
-  api_port              = local.api_port
-  admin_network_name    = var.admin_network_name
-  private_cidr          = var.private_cidr
-  pod_cidr              = var.pod_cidr
-  service_cidr          = var.service_cidr
-  bastion_private_ip    = local.bastion_private_ip
-  api_allowed_cidrs     = coalesce(var.api_allowed_cidrs, var.ssh_allowed_cidrs)
-  ingress_allowed_cidrs = var.ingress_allowed_cidrs
-  root_password_hash    = local.root_password_hash
+  cluster            = local.cluster
+  networks           = local.networks
+  nodes              = local.kube_nodes
+  flavor_name        = var.kube_node_flavor
+  distribution       = var.kubernetes_distribution
+  api_port           = local.api_port
+  admin_network_name = var.admin_network_name
+  private_cidr       = var.private_cidr
+  pod_cidr           = var.pod_cidr
+  service_cidr       = var.service_cidr
+  bastion_private_ip = local.bastion_private_ip
+  # With a load balancer the API is reached through it only, not on k8s-cp-1's outside port.
+  api_allowed_cidrs         = local.octavia ? [] : local.api_allowed_cidrs
+  api_load_balancer_sources = local.api_load_balancer_sources
+  load_balancer_cidr        = local.load_balancer_cidr
+  ingress_allowed_cidrs     = var.ingress_allowed_cidrs
+  root_password_hash        = local.root_password_hash
+}
+
+module "api_lb" {
+  source = "./modules/api_lb"
+  count  = local.octavia ? 1 : 0
+
+  name_prefix      = var.cluster_name
+  tags             = local.tags
+  provider_name    = var.api_load_balancer_provider
+  vip_subnet_id    = module.network.public_subnet_id
+  member_subnet_id = module.network.private_subnet_id
+  vip_address      = local.api_vip_ip
+  port             = local.api_port
+  members          = { for name, node in local.kube_nodes : name => node.private_ip if node.role == "control_plane" }
+  # the nodes' own traffic: from the private network, and k8s-cp-1's from its public port
+  # (on the VIP's subnet, so it speaks from there)
+  allowed_cidrs         = distinct(concat([var.private_cidr], local.first_cp_on_public ? ["${local.first_cp_public_ip}/32"] : [], local.api_allowed_cidrs))
+  external_network_name = var.external_network_name
 }
 
 locals {
+  # Where operators, kos and the pipeline reach the API: the load balancer's floating IP,
+  # or k8s-cp-1's own (null when it is reached through the admin network).
+  api_floating_ip = local.octavia ? module.api_lb[0].floating_ip : module.nodes.nodes[local.first_control_plane].floating_ip
+
   kubernetes_nodes = {
     for name, node in module.nodes.nodes : "${name}.${local.domain}" => {
       role              = node.role
@@ -151,6 +200,11 @@ locals {
         private_cidr = var.private_cidr
         pod_cidr     = var.pod_cidr
         service_cidr = var.service_cidr
+        # where the cloud-controller-manager puts Services' load balancers: a floating IP
+        # needs the router, which the private subnet has not (its gateway is the bastion)
+        public_subnet_id = module.network.public_subnet_id
+        # and their members: the load balancer speaks to the nodes from this subnet
+        private_subnet_id = module.network.private_subnet_id
       }
       salt_master = {
         id = "salt.${local.domain}"
@@ -179,9 +233,13 @@ locals {
         }
       }
       first_control_plane = "${local.first_control_plane}.${local.domain}"
+      # vip: the load balancer's private address, the cluster's own endpoint (null: each
+      # node's local haproxy); floating_ip and admin_ip: where operators reach the API.
       api = {
-        floating_ip = module.nodes.nodes[local.first_control_plane].floating_ip
-        admin_ip    = module.nodes.nodes[local.first_control_plane].admin_ip
+        load_balancer = var.api_load_balancer
+        vip           = local.octavia ? local.api_vip_ip : null
+        floating_ip   = local.api_floating_ip
+        admin_ip      = module.nodes.nodes[local.first_control_plane].admin_ip
       }
     }
     core = {

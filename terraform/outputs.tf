@@ -26,8 +26,18 @@ output "salt_master_floating_ip" {
 }
 
 output "api_floating_ip" {
-  description = "Floating IP of k8s-cp-1 serving the Kubernetes API, or null when it is reached through the admin network."
-  value       = module.nodes.nodes[local.first_control_plane].floating_ip
+  description = "Floating IP operators reach the Kubernetes API at: the API load balancer's (api_load_balancer = octavia), else k8s-cp-1's, or null when k8s-cp-1 is reached through the admin network."
+  value       = local.api_floating_ip
+}
+
+output "api_load_balancer" {
+  description = "The API load balancer (api_load_balancer = octavia): its ID, VIP, floating IP and pool members (address:port by hostname); null without one."
+  value = local.octavia ? {
+    id          = module.api_lb[0].id
+    vip         = module.api_lb[0].vip
+    floating_ip = module.api_lb[0].floating_ip
+    members     = module.api_lb[0].pool_members
+  } : null
 }
 
 output "minions" {

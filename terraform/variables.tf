@@ -400,12 +400,34 @@ variable "ssh_allowed_cidrs" {
 
 variable "api_allowed_cidrs" {
   type        = list(string)
-  description = "IPv4 CIDRs allowed to reach the Kubernetes API on k8s-cp-1's outside port; null reuses ssh_allowed_cidrs."
+  description = "IPv4 CIDRs allowed to reach the Kubernetes API from outside (on the load balancer's floating IP, or k8s-cp-1's outside port when api_load_balancer is none); null reuses ssh_allowed_cidrs."
   default     = null
 
   validation {
     condition     = var.api_allowed_cidrs == null || alltrue([for cidr in coalesce(var.api_allowed_cidrs, []) : can(cidrhost(cidr, 0)) && !strcontains(cidr, ":")])
     error_message = "api_allowed_cidrs must be IPv4 CIDRs."
+  }
+}
+
+variable "api_load_balancer" {
+  type        = string
+  description = "What serves the Kubernetes API. octavia: an Octavia load balancer in front of every control plane, its VIP (host 9 of private_cidr) for the cluster's own clients and a floating IP for operators, kos and the pipeline, open to api_allowed_cidrs. none: for clouds without Octavia, each node's local haproxy in front of the control planes and k8s-cp-1's own floating IP (or admin-network address) for operators. kos's preflight refuses octavia where the cloud's catalog has no load-balancer service."
+  default     = "none"
+
+  validation {
+    condition     = contains(["octavia", "none"], var.api_load_balancer)
+    error_message = "api_load_balancer must be octavia (an Octavia load balancer in front of the control planes) or none (clouds without Octavia)."
+  }
+}
+
+variable "api_load_balancer_provider" {
+  type        = string
+  description = "The Octavia provider of the API load balancer (amphora, ovn, ...), when api_load_balancer is octavia; null: the cloud's default provider."
+  default     = null
+
+  validation {
+    condition     = var.api_load_balancer_provider == null || can(regex("^[a-z][a-z0-9_-]*$", coalesce(var.api_load_balancer_provider, "-")))
+    error_message = "api_load_balancer_provider must be an Octavia provider name such as amphora or ovn (lowercase letters, digits, '-' and '_'), or null for the cloud's default."
   }
 }
 

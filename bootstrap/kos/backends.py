@@ -137,6 +137,7 @@ class OpenStackBackend(Backend):
             self.terraform.plan(out=plan_file)
             doc = self.terraform.show_plan(plan_file)
             plan.refuse_moving_nodes(doc)
+            plan.refuse_switching_api_endpoint(doc, self.outputs())
             ids = {info.get("hostname"): mid for mid, info in current.items()}
             gone = sorted(ids[host] for host in plan.destroyed_nodes(doc) if host in ids)
             if gone and leaving is not None:

@@ -146,12 +146,14 @@ def plan_needs(values, flavors):
     a server per Kubernetes node; the master's state volume; ports for every server NIC, the
     router's interface on the public subnet and one DHCP port per subnet (DHCP ports
     belong to the project and count against its port quota). A top master (``top_master``)
-    has a public port and a floating IP of its own.
+    has a public port and a floating IP of its own; so has the API load balancer (its VIP
+    port; its amphorae's ports are the load-balancer service's own).
     """
     n = node_count(values)
     fip_access = values.get("first_control_plane_access") == "floating_ip"
     admin_access = values.get("first_control_plane_access") == "admin_network"
     top = values.get("top_master") is not None
+    octavia = values.get("api_load_balancer") == "octavia"
     node = flavors[values["kube_node_flavor"]]
     master = flavors[values["salt_master_flavor"]]
     bastion = flavors[values["bastion_flavor"]]
@@ -161,8 +163,9 @@ def plan_needs(values, flavors):
         "ram": n * node.ram + master.ram + bastion.ram,
         "volumes": 1,
         "gigabytes": values["salt_master_volume_size"],
-        "floating_ips": 1 + int(fip_access) + int(top),
-        "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + int(top) + 1 + 2,
+        "floating_ips": 1 + int(fip_access) + int(top) + int(octavia),
+        "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + int(top) + 1 + 2
+        + int(octavia),
     }
 
 
@@ -293,6 +296,8 @@ def cloud_findings(conn, values, check_quota=True):
                 )
             )
 
+    findings += load_balancer_findings(conn, values)
+
     if check_quota:
         missing_flavor = any(
             values[v] not in flavors
@@ -309,6 +314,35 @@ def cloud_findings(conn, values, check_quota=True):
             )
         )
     return findings
+
+
+def load_balancer_findings(conn, values):
+    """api_load_balancer = "octavia" needs Octavia in the cloud's catalog."""
+    if values.get("api_load_balancer") != "octavia":
+        return []
+    if conn.has_service("load-balancer"):
+        wanted = values.get("api_load_balancer_provider")
+        if wanted:
+            offered = sorted(p.name for p in conn.load_balancer.providers())
+            if wanted not in offered:
+                return [Finding(
+                    "api load balancer", False,
+                    f"api_load_balancer_provider {wanted!r} is not a provider of this cloud's "
+                    "Octavia",
+                    f"set api_load_balancer_provider to one of: {', '.join(offered) or 'none'}, "
+                    "or null for the cloud's default",
+                )]
+        return [Finding("api load balancer", True,
+                        "api_load_balancer octavia: the catalog has a load-balancer service"
+                        + (f" with the provider {wanted}" if wanted else ""))]
+    return [Finding(
+        "api load balancer",
+        False,
+        'api_load_balancer is "octavia" but this cloud\'s catalog has no load-balancer '
+        "service (Octavia)",
+        'set api_load_balancer = "none" (each node\'s local haproxy in front of the control '
+        "planes, k8s-cp-1's floating IP for operators), or ask the cloud's admins for Octavia",
+    )]
 
 
 def raise_on_failures(findings, what="preflight"):

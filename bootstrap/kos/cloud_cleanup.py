@@ -36,6 +36,11 @@ class Leftovers:
     blocking_ports: list
 
 
+def ccm_load_balancer(lb, cluster):
+    """One of the load balancers the CCM made for this cluster's Services."""
+    return (lb.name or "").startswith(f"kube_service_{cluster}_")
+
+
 def _ccm_fip(ip, cluster):
     desc = ip.description or ""
     return desc.startswith(FIP_DESCRIPTION) and desc.endswith(f" from cluster {cluster}")
@@ -51,12 +56,12 @@ def _ccm_sg(sg, cluster):
 def find_leftovers(conn, cluster):
     """What Kubernetes and earlier runs left in the project for this cluster."""
     tag = cluster_tag(cluster)
-    lbs = []
+    lbs, vip_ports = [], set()
     if conn.has_service("load-balancer"):
-        prefix = f"kube_service_{cluster}_"
-        lbs = [
-            lb for lb in conn.load_balancer.load_balancers() if (lb.name or "").startswith(prefix)
-        ]
+        every = list(conn.load_balancer.load_balancers())
+        lbs = [lb for lb in every if ccm_load_balancer(lb, cluster)]
+        # A load balancer's VIP port goes with it (Terraform's API load balancer included).
+        vip_ports = {lb.vip_port_id for lb in every}
     ips = list(conn.network.ips())
     fips = [ip for ip in ips if _ccm_fip(ip, cluster) or tag in (ip.tags or [])]
     volumes = []
@@ -69,12 +74,18 @@ def find_leftovers(conn, cluster):
     sgs = [sg for sg in conn.network.security_groups() if _ccm_sg(sg, cluster)]
     ports, blocking = [], []
     networks = list(conn.network.networks(tags=tag))
+    project = conn.current_project_id
     for net in networks:
         for port in conn.network.ports(network_id=net.id):
             owner = port.device_owner or ""
-            if tag in (port.tags or []) or owner.startswith(NETWORK_OWNED):
+            if tag in (port.tags or []) or owner.startswith(NETWORK_OWNED) or port.id in vip_ports:
                 continue
-            # Unbound ports and load balancer VIP ports are debris; a server's port is not ours.
+            # A server of the cloud's own on the cluster's network: an Octavia amphora, its
+            # port made in the service's project; it goes with its load balancer.
+            if owner.startswith("compute:") and port.project_id not in (None, project):
+                continue
+            # Unbound ports and the VIP ports of load balancers that are gone are debris; a
+            # server's port is not ours.
             (blocking if owner.startswith("compute:") else ports).append(port)
     return Leftovers(lbs, fips, volumes, sgs, ports, blocking)
 

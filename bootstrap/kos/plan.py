@@ -35,6 +35,7 @@ from .errors import InputError, KosError
 # The module that holds the nodes' servers and ports, keyed by hostname (terraform/modules/server
 # called from terraform/modules/nodes).
 NODE_SERVERS = "module.nodes.module.server"
+API_LOAD_BALANCER = "module.api_lb[0]"
 
 ACTIONS = ("create", "update", "delete", "replace")
 # pillar/top.sls: the layers every minion gets; the others are per domain or per host.
@@ -113,6 +114,33 @@ def refuse_moving_nodes(doc):
             fix="a cluster made before worker_address_base keeps its workers right after its "
             "control planes: set worker_address_base = 20 + num_control_plane in its variables",
         )
+
+
+def refuse_switching_api_endpoint(doc, outputs):
+    """On a running cluster, a plan that adds the API load balancer or takes it away would
+    move the API's endpoint, which the API server's certificate, every node's kubelet and
+    kube-proxy configuration and every operator's kubeconfig name: refuse it. The cluster's
+    choice is the one its last apply wrote into the pillar (``outputs``); a cluster built
+    with the load balancer whose load balancer is missing (a first apply that stopped before
+    it, or one deleted by hand) gets it again."""
+    pillar = yaml.safe_load((outputs or {}).get("salt_pillar") or "{}") or {}
+    # before the choice existed every cluster reached its API without a load balancer
+    was = ((pillar.get("kos") or {}).get("api") or {}).get("load_balancer") or "none"
+    for change in doc.get("resource_changes") or []:
+        if (change.get("type") != "openstack_lb_loadbalancer_v2"
+                or change.get("module_address") != API_LOAD_BALANCER):
+            continue
+        actions = set((change.get("change") or {}).get("actions") or [])
+        now = {frozenset({"create"}): "octavia", frozenset({"delete"}): "none"}.get(
+            frozenset(actions))
+        if now and now != was:
+            raise InputError(
+                f"api_load_balancer changed from {was} to {now} on a running cluster: its API "
+                "endpoint would move, and the API server's certificate, every node's "
+                "configuration and every kubeconfig name the old one",
+                fix=f'keep api_load_balancer = "{was}" for this cluster; a cluster built '
+                f'with "{now}" gets the other endpoint',
+            )
 
 
 def rebuilt_hosts(doc):

@@ -264,14 +264,20 @@ class SaltMaster:
 
     def wait_restarted(self, timeout=120, unit="kos-salt-master-restart"):
         """
-        Until the salt_master formula's deferred restart (a systemd timer, ``unit``) has
-        fired, its ``systemctl restart`` has ended (on tcp, after the master's minions were
+        Start the salt_master formula's deferred restart (a systemd timer, ``unit``) now:
+        kos calls this once it holds the run's return, which is all the deferral waits for
+        (stopping a timer leaves the service it started running). Then until its
+        ``systemctl restart`` has ended (on tcp, after the master's minions were
         told to sign in again: kos-salt-master-reconnect) and salt-master is active; systemd
         is asked over SSH. The channel rides through the restart (its clients reconnect, its
         lock is its own process's); the minions take a while to find the new master: follow
         with ``wait_responding``.
         """
-        script = "".join(
+        timer, service = (shlex.quote(f"{unit}.{kind}") for kind in ("timer", "service"))
+        script = (
+            f"if systemctl is-active -q {timer}; then "
+            f"systemctl start {service} && systemctl stop {timer}; fi; "
+        ) + "".join(
             f"for i in $(seq {int(timeout)}); do "
             f"systemctl is-active -q {shlex.quote(name)} || break; sleep 1; done; "
             for name in (f"{unit}.timer", f"{unit}.service")

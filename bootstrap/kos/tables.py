@@ -52,6 +52,15 @@ def status(doc):
             _certificates(node.get("certificates")),
         )
     Console(file=sys.stdout).print(table)
+    _api(doc.get("api_endpoint") or {})
+    for lb in doc.get("load_balancers_in_error") or []:
+        if lb.get("error"):
+            ui.warn(f"the Services' load balancers could not be read: {lb['error']}")
+            continue
+        ui.warn(f"load balancer {lb['name']} ({lb['id']}) of Service {lb['service'] or '?'} "
+                "is in ERROR, and the cloud-controller-manager does not recover it: delete it "
+                f"(openstack loadbalancer delete --cascade {lb['id']}) and the controller "
+                "makes a new one when it next syncs the Service")
     if doc.get("kubernetes_error"):
         ui.warn(f"Kubernetes membership unknown: {doc['kubernetes_error']}")
     if doc.get("salt_master_floating_ip") or doc.get("syndics"):
@@ -65,6 +74,22 @@ def status(doc):
         if certs.get("expiring"):
             ui.warn(f"{node['id']}: certificates expire within {certs['warn_days']} days: "
                     f"{', '.join(certs['expiring'])} (renew them)")
+
+
+def _api(endpoint):
+    lb = endpoint.get("load_balancer")
+    if not lb:
+        if endpoint.get("floating_ip"):
+            ui.info(f"API at {endpoint['floating_ip']} (k8s-cp-1)")
+        return
+    where = f"API at {endpoint['floating_ip']}, load balancer {lb['id']} (VIP {lb['vip']})"
+    if lb.get("error"):
+        ui.warn(f"{where}: its state could not be read: {lb['error']}")
+        return
+    members = ", ".join(f"{name} {state}" for name, state in sorted(lb["members"].items()))
+    (ui.warn if lb.get("problem") else ui.info)(
+        f"{where}: {lb['provisioning']}/{lb['operating']}; pool: {members or 'no members'}")
+
 
 def _certificates(certs):
     if not certs or certs.get("days_left") is None:

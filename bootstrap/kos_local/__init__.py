@@ -43,7 +43,7 @@ from kos.ssh import agent_findings
 from kos.state import fingerprint
 
 from . import hosts as hosts_mod
-from . import kubernetes, net, provider, rootfs
+from . import amphora, cloud_provider, kubernetes, net, provider, rootfs
 from .image import files_digest
 from .openstack import materialiser
 from .openstack.cloud import RESERVED, Cloud, cloud_name
@@ -52,8 +52,11 @@ from .openstack.image import layer as cloud_layer
 REPO = hosts_mod.REPO
 JOIN_SECONDS_ENV = "KOS_LOCAL_JOIN_SECONDS"
 INOTIFY_INSTANCES = 8192
-# What the cloud itself takes (measured on this rehearsal cloud: ~3.2 GiB at peak).
-CLOUD_MEMORY_MB = 3600
+# What the cloud itself takes (measured on this rehearsal cloud: ~3.2 GiB at peak, then
+# Octavia's services ~500 MiB more, their proportional set size once booted).
+CLOUD_MEMORY_MB = 4100
+# An amphora (haproxy, the agent, rsyslog on a booted host): an estimate, not measured.
+AMPHORA_MEMORY_MB = 250
 # One booted host without Kubernetes (bastion, salt master, a simulated microk8s node):
 # measured on this rehearsal cloud.
 HOST_MEMORY_MB = 160
@@ -77,8 +80,10 @@ def pillar_layer(version=None):
     """The pillar that points the kubeadm formula at this cloud's mirror, and what these
     hosts differ in from a VM: the kernel's modules are this machine's (a container loads
     none), its conntrack table and OOM scores are not the host's to change, and no
-    cloud-controller-manager image reaches them."""
-    here = f"{MIRROR}/{kubernetes.minor_dir(version or kubernetes.pinned_version())}"
+    cloud-controller-manager is the one built beside Kubernetes (cloud_provider)."""
+    version = version or kubernetes.pinned_version()
+    here = f"{MIRROR}/{kubernetes.minor_dir(version)}"
+    ccm = cloud_provider.release(version)
     return {
         "kubeadm": {
             "repo": {"url": f"file:{here}/deb/",
@@ -92,7 +97,9 @@ def pillar_layer(version=None):
             # minute at the formula's 20 s.
             "network": {"mode": "routed", "sync_seconds": 60},
             "kube_proxy": {"conntrack_max_per_core": 0},
-            "ccm": {"enabled": False},
+            "ccm": {"enabled": True, "image": cloud_provider.image_ref(
+                kubernetes.formula_defaults()["ccm"]["image"], ccm)} if ccm else {
+                "enabled": False},
             "manage": {"kernel_modules": False},
         },
     }
@@ -100,13 +107,15 @@ def pillar_layer(version=None):
 
 def hosts_memory_mb(values):
     """What the cluster's hosts take on this cloud, by shape: a simulated distribution's
-    nodes are plain hosts; kubeadm's run Kubernetes, a control plane more than a worker."""
+    nodes are plain hosts; kubeadm's run Kubernetes, a control plane more than a worker;
+    the API load balancer is an amphora."""
     nodes = node_count(values)
+    amphora = AMPHORA_MEMORY_MB if values.get("api_load_balancer") == "octavia" else 0
     if values["kubernetes_distribution"] in SIMULATED:
-        return HOST_MEMORY_MB * (nodes + 2)
+        return HOST_MEMORY_MB * (nodes + 2) + amphora
     control_planes = min(values["num_control_plane"], nodes)
     return (HOST_MEMORY_MB * 2 + KUBEADM_CONTROL_PLANE_MB * control_planes
-            + KUBEADM_WORKER_MB * (nodes - control_planes))
+            + KUBEADM_WORKER_MB * (nodes - control_planes) + amphora)
 
 
 class LocalBackend(Backend):
@@ -157,7 +166,7 @@ class LocalBackend(Backend):
             findings.append(Finding("local", False, "the local cloud needs root (namespaces, mounts, nspawn)",
                                     "run kos as root (sudo)"))
         tools = ["systemd-nspawn", "nsenter", "ip", "mount", "losetup", "ssh-keygen", "go"]
-        if not cloud_layer().ready() or not rootfs.layer().ready():
+        if not all(layer.ready() for layer in (cloud_layer(), rootfs.layer(), amphora.layer())):
             tools.append("debootstrap")
         missing = [t for t in tools if not shutil.which(t)]
         findings.append(Finding(
@@ -180,13 +189,7 @@ class LocalBackend(Backend):
                 f"it reaches the rehearsal cloud's floating IPs from {net.SPACE}",
                 f'add "{net.SPACE}" to ssh_allowed_cidrs for --cloud local'))
         findings += self._cloud_findings(values)
-        hosts = node_count(values) + 2
-        need = (0 if self.cloud.running() else CLOUD_MEMORY_MB) + hosts_memory_mb(values)
-        avail = _mem_available_mb()
-        findings.append(Finding(
-            "local memory", avail is None or avail > need,
-            f"the cloud and {hosts} {values['kubernetes_distribution']} hosts need about "
-            f"{need} MiB; {avail} MiB available", "lower num_kube_nodes, or free memory"))
+        findings.append(memory_finding(values, self.cloud.running(), _mem_available_mb()))
         findings += agent_findings(values["ssh_public_keys"])
         if self.cloud.usable() and self.cloud.attached(self.state.cluster):
             # The cluster's project exists: check it as any OpenStack would be checked.
@@ -412,6 +415,7 @@ def once_per_machine():
     """The builds every cloud and cluster here share, as (what, ready, ensure)."""
     return [
         ("the hosts' image", rootfs.layer().ready, rootfs.layer().ensure),
+        ("the amphora image", amphora.layer().ready, amphora.layer().ensure),
         ("the cloud's image", cloud_layer().ready, cloud_layer().ensure),
         ("the Terraform provider", provider.binary().exists, provider.ensure),
     ]
@@ -421,7 +425,7 @@ def bring_up(cloud, avoid=()):
     """The rehearsal cloud up and its materialiser running (the caller holds the cloud's
     lock); returns the materialiser's PID and whether the cloud booted now."""
     _raise_inotify()
-    booted = cloud.ensure(avoid, rootfs.layer().ensure())
+    booted = cloud.ensure(avoid, rootfs.layer().ensure(), amphora.layer().ensure())
     return start_materialiser(cloud), booted
 
 
@@ -455,6 +459,19 @@ def _raise_inotify():
     if int(path.read_text()) < INOTIFY_INSTANCES:
         subprocess.run(["sysctl", "-q", "-w", f"fs.inotify.max_user_instances={INOTIFY_INSTANCES}"],
                        check=False)
+
+
+def memory_finding(values, cloud_running, avail):
+    """Whether this machine has the memory for the cluster's hosts, and for the cloud too
+    when it is not up yet (a running cloud's memory is already taken)."""
+    hosts = node_count(values) + 2
+    hosts_mb = hosts_memory_mb(values)
+    need = hosts_mb + (0 if cloud_running else CLOUD_MEMORY_MB)
+    cloud = "the cloud is up" if cloud_running else f"the cloud {CLOUD_MEMORY_MB} MiB more"
+    return Finding(
+        "local memory", avail is None or avail > need,
+        f"{hosts} {values['kubernetes_distribution']} hosts need about {hosts_mb} MiB "
+        f"({cloud}); {avail} MiB available", "lower num_kube_nodes, or free memory")
 
 
 def _mem_available_mb():

@@ -37,7 +37,7 @@ import yaml
 from kos import ui
 from kos.errors import EXIT_INTERRUPTED, KosError, PreflightError
 from kos.ssh import take_interrupts
-from . import debrepo, provider
+from . import cloud_provider, debrepo, provider
 from .image import Build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,8 +155,10 @@ def log_path(version, kind="log"):
 
 
 def built(version):
-    """Whether ``version`` is built on this machine already."""
-    return (root(version) / MARKER).exists()
+    """Whether ``version`` is built on this machine already, its cloud controller too."""
+    path = root(version)
+    return (path / MARKER).exists() and (
+        cloud_provider.release(version) is None or cloud_provider.built(path))
 
 
 def minor_dir(version):
@@ -192,13 +194,14 @@ def ensure(version=None):
         raise PreflightError(f"Kubernetes version {version!r} is not a release such as v1.31.4",
                              fix="give a version as kubeadm:version has it (v1.MINOR.PATCH)")
     path = root(version)
-    if not (path / MARKER).exists():
+    if not built(version):
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(_lock_path(version), "w") as lock:
             # A second build of the same version waits and uses the first one's result.
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (path / MARKER).exists():
                 _build(version, path)
+            _build_cloud_provider(version, path)
     _link_minor(path, version)
     return path
 
@@ -253,11 +256,16 @@ class _Title:
         self.title = f"Kubernetes {version} from source"
 
 
-def _build(version, path):
+def _go():
     go = shutil.which("go")
     if go is None:
         raise PreflightError("Go is needed once to build Kubernetes for the rehearsal cloud",
                              fix="apt-get install golang (or put go on PATH)")
+    return go
+
+
+def _build(version, path):
+    go = _go()
     tmp = path.with_name(path.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -276,6 +284,20 @@ def _build(version, path):
     shutil.rmtree(path, ignore_errors=True)
     os.rename(tmp, path)
     ui.ok(f"Kubernetes {version} built in {time.monotonic() - started:.0f}s: {path}")
+
+
+def _build_cloud_provider(version, path):
+    """The cloud controller's image into a finished build of ``version`` (its own stage:
+    a build made before it existed gets it without a rebuild), with the Go release
+    Kubernetes ``version`` was built with."""
+    if cloud_provider.release(version) is None or cloud_provider.built(path):
+        return
+    go = _go()
+    build = Build(_Title(version), path, log_path(version))
+    info = _download(build, go, _go_env("local"), f"{MODULE}@{version}")
+    toolchain = "go" + (Path(info["Dir"]) / ".go-version").read_text().strip()
+    cloud_provider.ensure(build, go, _go_env(toolchain), path, version,
+                          formula_defaults()["ccm"]["image"])
 
 
 def _go_env(toolchain):
@@ -455,7 +477,8 @@ def _layer(spec, bindir):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         dirs = set()
-        entries = {f"/usr/local/bin/{b}": ((bindir / b).read_bytes(), 0o755) for b in spec["bin"]}
+        where = spec.get("bin_dir", "/usr/local/bin")
+        entries = {f"{where}/{b}": ((bindir / b).read_bytes(), 0o755) for b in spec["bin"]}
         if spec.get("iptables"):
             entries.update(_iptables_files())
         entries["/etc/passwd"] = (b"root:x:0:0:root:/root:/sbin/nologin\n", 0o644)

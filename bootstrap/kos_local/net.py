@@ -6,9 +6,13 @@ otherwise) serves every cluster on this machine, each in a project of its own:
   and DHCP namespaces);
 - the machine itself is the outside world: veth ``kos<id>x`` in the root namespace is
   the gateway of the cloud's external network (the flat provider network floating IPs
-  come from), its peer ``ext0`` is that network's interface in the cloud;
-- veth ``kos<id>m`` leads to the cloud's management address, where its API endpoints
-  answer, reachable from this machine only;
+  come from), its peer ``ext0`` is that network's interface in the cloud, on bridge
+  ``brext``;
+- the cloud's public endpoints answer on ``brext``'s address on the external network, as
+  a real cloud's do on a network its tenants' routers reach: a cluster's
+  cloud-controller-manager and CSI driver call them from the nodes;
+- veth ``kos<id>m`` leads to the cloud's management address, where the same endpoints
+  answer, reachable from this machine only (Keystone for kos's own clouds.yaml);
 - every server's host, whichever project it is in, gets a netns
   ``kos-<cloud>-<first 8 of the server id>``; each of
   its NICs is a veth whose cloud end is named as Neutron names a VM's tap device
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from kos.errors import CleanupError, ConvergeError
 
 SPACE = ipaddress.ip_network("100.64.0.0/10")
+EXT_BRIDGE = "brext"
 
 
 def ip(*args, check=True):
@@ -119,6 +124,11 @@ class Plan:
         return str(self.block[16]), str(self.block[126])
 
     @property
+    def api(self):
+        """The public endpoints' address, on the external network below the pool."""
+        return str(self.block[2])
+
+    @property
     def mgmt(self):
         return ipaddress.ip_network(f"{self.block[128]}/30")
 
@@ -171,40 +181,82 @@ def create_cloud_links(cloud, plan):
             ip("addr", "add", address, "dev", root_end)
         ip("link", "set", root_end, "up")
         ip("-n", ns, "link", "set", cloud_end, "up")
-    address = f"{plan.mgmt_cloud}/{plan.mgmt.prefixlen}"
-    if f" {plan.mgmt_cloud}/" not in ip("-n", ns, "-o", "addr", "show", "dev", "mgmt0").stdout:
-        ip("-n", ns, "addr", "add", address, "dev", "mgmt0")
+    if EXT_BRIDGE not in links(EXT_BRIDGE, ns):
+        ip("-n", ns, "link", "add", EXT_BRIDGE, "type", "bridge", "forward_delay", "0",
+           "stp_state", "0")
+    ip("-n", ns, "link", "set", "ext0", "master", EXT_BRIDGE)
+    ip("-n", ns, "link", "set", EXT_BRIDGE, "up")
+    _address(ns, "mgmt0", plan.mgmt_cloud, plan.mgmt)
+    _address(ns, EXT_BRIDGE, plan.api, plan.external)
     return ns
+
+
+def _address(ns, dev, host, network):
+    """``host`` on ``dev`` in ``ns``, with ``network``'s prefix; idempotent."""
+    if f" {host}/" not in ip("-n", ns, "-o", "addr", "show", "dev", dev).stdout:
+        ip("-n", ns, "addr", "add", f"{host}/{network.prefixlen}", "dev", dev)
+
+
+def plug_cloud_port(cloud, dev, port_id, mac, host, network):
+    """A Neutron port of the cloud's own (Octavia's health manager on its management
+    network) as ``dev`` in the cloud's namespace: a veth whose other end carries the port's
+    tap name, which Neutron's Linux bridge agent puts on the network's bridge."""
+    ns = cloud_ns(cloud)
+    tap = tap_name(port_id)
+    if dev not in links(dev, ns):
+        ip("-n", ns, "link", "del", tap, check=False)
+        ip("-n", ns, "link", "add", dev, "type", "veth", "peer", "name", tap)
+    ip("-n", ns, "link", "set", dev, "address", mac)
+    _address(ns, dev, host, network)
+    ip("-n", ns, "link", "set", tap, "up")
+    ip("-n", ns, "link", "set", dev, "up")
 
 
 def plug_host(cloud, server_id, nics):
     """A server's netns with one veth per NIC: ``eth<i>`` with the port's MAC in the host,
     the port's tap device in the cloud. ``nics``: dicts with port_id, mac, mtu."""
-    ns, inside = host_ns(cloud, server_id), cloud_ns(cloud)
+    ns = host_ns(cloud, server_id)
     if ns not in namespaces(ns):
         ip("netns", "add", ns)
     ip("-n", ns, "link", "set", "lo", "up")
     have = links("eth", ns)
     for i, nic in enumerate(nics):
-        tap, dev = tap_name(nic["port_id"]), f"eth{i}"
-        if dev not in have:
-            ip("-n", inside, "link", "del", tap, check=False)
-            ip("link", "add", tap, "netns", inside, "type", "veth", "peer", "name", dev, "netns", ns)
-        ip("-n", ns, "link", "set", dev, "address", nic["mac"])
-        if nic.get("mtu"):
-            ip("-n", ns, "link", "set", dev, "mtu", str(nic["mtu"]))
-            ip("-n", inside, "link", "set", tap, "mtu", str(nic["mtu"]))
-        if nic.get("bridge"):
-            # What os-vif and libvirt do on a KVM host: the tap joins the network's bridge
-            # (Neutron's Linux bridge agent leaves compute ports to the hypervisor).
-            bridge = nic["bridge"]
-            if bridge not in links(bridge, inside):
-                ip("-n", inside, "link", "add", bridge, "type", "bridge", "forward_delay", "0",
-                   "stp_state", "0", check=False)
-            ip("-n", inside, "link", "set", bridge, "up")
-            ip("-n", inside, "link", "set", tap, "master", bridge)
-        ip("-n", inside, "link", "set", tap, "up")
+        _plug(cloud, ns, f"eth{i}", nic, create=f"eth{i}" not in have)
     return ns
+
+
+def hot_plug(cloud, server_id, nic):
+    """One more NIC in a running host (Nova's interface attach), beside the ones it has
+    (which the host may have moved or renamed: an amphora moves its VIP's into a
+    namespace of its own). Nothing when its tap is there already."""
+    ns, inside = host_ns(cloud, server_id), cloud_ns(cloud)
+    if links(tap_name(nic["port_id"]), inside):
+        return
+    have = set(links("eth", ns))
+    dev = next(f"eth{i}" for i in range(len(have) + 16) if f"eth{i}" not in have)
+    _plug(cloud, ns, dev, nic, create=True)
+
+
+def _plug(cloud, ns, dev, nic, create):
+    inside = cloud_ns(cloud)
+    tap = tap_name(nic["port_id"])
+    if create:
+        ip("-n", inside, "link", "del", tap, check=False)
+        ip("link", "add", tap, "netns", inside, "type", "veth", "peer", "name", dev, "netns", ns)
+    ip("-n", ns, "link", "set", dev, "address", nic["mac"])
+    if nic.get("mtu"):
+        ip("-n", ns, "link", "set", dev, "mtu", str(nic["mtu"]))
+        ip("-n", inside, "link", "set", tap, "mtu", str(nic["mtu"]))
+    if nic.get("bridge"):
+        # What os-vif and libvirt do on a KVM host: the tap joins the network's bridge
+        # (Neutron's Linux bridge agent leaves compute ports to the hypervisor).
+        bridge = nic["bridge"]
+        if bridge not in links(bridge, inside):
+            ip("-n", inside, "link", "add", bridge, "type", "bridge", "forward_delay", "0",
+               "stp_state", "0", check=False)
+        ip("-n", inside, "link", "set", bridge, "up")
+        ip("-n", inside, "link", "set", tap, "master", bridge)
+    ip("-n", inside, "link", "set", tap, "up")
 
 
 def unplug_host(cloud, server_id):

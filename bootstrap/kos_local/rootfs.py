@@ -44,6 +44,8 @@ DISABLED_UNITS = (
 # images (a kubelet will not start a pod without the file).
 ENABLED_UNITS = ("systemd-networkd.service", "systemd-resolved.service", "ssh.service")
 
+# What apt's sources say in a host: no mirror reaches these hosts.
+NO_MIRROR = "# the rehearsal cloud has no route to a mirror\n"
 CLOUD_CFG = """\
 # kos rehearsal cloud: the config drive is the datasource (Nova builds it), and cloud-init
 # writes systemd-networkd's configuration itself. Not netplan: Debian 12's netplan matches
@@ -154,7 +156,7 @@ def _host_steps(build):
         for path in [build.root / "etc/apt/sources.list",
                      *(build.root / "etc/apt/sources.list.d").glob("*")]:
             path.unlink(missing_ok=True)
-        build.write("/etc/apt/sources.list", "# the rehearsal cloud has no route to a mirror\n")
+        build.write("/etc/apt/sources.list", NO_MIRROR)
         build.write("/etc/systemd/system/kos-kubelet-host.service", KUBELET_HOST_UNIT)
         build.write("/usr/local/sbin/kos-kubelet-host", KUBELET_HOST_SCRIPT, 0o755)
         build.run("systemctl", f"--root={build.root}", "disable", *DISABLED_UNITS)

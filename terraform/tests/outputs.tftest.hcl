@@ -58,6 +58,9 @@ run "bootstrapper_outputs" {
           private_cidr = "10.20.0.0/16"
           pod_cidr     = "10.244.0.0/16"
           service_cidr = "10.96.0.0/12"
+          # the mock's ID of the public subnet
+          public_subnet_id  = module.network.public_subnet_id
+          private_subnet_id = module.network.private_subnet_id
         }
         salt_master = { id = "salt.example.internal", ip = "10.20.0.10", floating_ip = null, syndic_master = null, order_masters = false, syndics = [], transport = "zeromq" }
         bastion     = { id = "bastion.example.internal", ip = "10.20.0.1", public_ip = "10.0.0.10", floating_ip = "203.0.113.10" }
@@ -66,7 +69,7 @@ run "bootstrapper_outputs" {
           "k8s-worker-1.example.internal" = { role = "worker", ip = "10.20.0.30", availability_zone = "az-a", floating_ip = null }
         }
         first_control_plane = "k8s-cp-1.example.internal"
-        api                 = { floating_ip = "203.0.113.11", admin_ip = null }
+        api                 = { load_balancer = "none", vip = null, floating_ip = "203.0.113.11", admin_ip = null }
       }
       core = {
         users = [

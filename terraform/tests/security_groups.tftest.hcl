@@ -23,11 +23,14 @@ run "microk8s_calico_vxlan" {
       kubelet         = { protocol = "tcp", min = 10250, max = 10250, source = "cluster nodes" }
       "nodeports-tcp" = { protocol = "tcp", min = 30000, max = 32767, source = "cluster nodes" }
       "nodeports-udp" = { protocol = "udp", min = 30000, max = 32767, source = "cluster nodes" }
-      dqlite          = { protocol = "tcp", min = 19001, max = 19001, source = "cluster nodes" }
-      "cluster-agent" = { protocol = "tcp", min = 25000, max = 25000, source = "cluster nodes" }
-      vxlan           = { protocol = "udp", min = 4789, max = 4789, source = "cluster nodes" }
+      # the amphorae of Services of type LoadBalancer, from the private network's DHCP pool
+      "nodeports-tcp-lb" = { protocol = "tcp", min = 30000, max = 32767, source = "10.20.128.0/17" }
+      "nodeports-udp-lb" = { protocol = "udp", min = 30000, max = 32767, source = "10.20.128.0/17" }
+      dqlite             = { protocol = "tcp", min = 19001, max = 19001, source = "cluster nodes" }
+      "cluster-agent"    = { protocol = "tcp", min = 25000, max = 25000, source = "cluster nodes" }
+      vxlan              = { protocol = "udp", min = 4789, max = 4789, source = "cluster nodes" }
     }
-    error_message = "microk8s nodes take the API, kubelet, NodePorts, dqlite, the cluster agent and Calico's VXLAN (UDP 4789) from each other, nothing else"
+    error_message = "microk8s nodes take the API, kubelet, NodePorts (also from the load balancers), dqlite, the cluster agent and Calico's VXLAN (UDP 4789) from each other, nothing else"
   }
 
   # VXLAN carries pod packets between node addresses: no port carries pod or service addresses.
@@ -46,16 +49,18 @@ run "kubeadm_kube_router_routed" {
 
   assert {
     condition = module.nodes.cluster_rules == {
-      api              = { protocol = "tcp", min = 6443, max = 6443, source = "cluster nodes" }
-      kubelet          = { protocol = "tcp", min = 10250, max = 10250, source = "cluster nodes" }
-      "nodeports-tcp"  = { protocol = "tcp", min = 30000, max = 32767, source = "cluster nodes" }
-      "nodeports-udp"  = { protocol = "udp", min = 30000, max = 32767, source = "cluster nodes" }
-      etcd             = { protocol = "tcp", min = 2379, max = 2380, source = "cluster nodes" }
-      bgp              = { protocol = "tcp", min = 179, max = 179, source = "cluster nodes" }
-      "kube-router-hc" = { protocol = "tcp", min = 20244, max = 20244, source = "cluster nodes" }
-      pods             = { protocol = null, min = null, max = null, source = var.pod_cidr }
+      api                = { protocol = "tcp", min = 6443, max = 6443, source = "cluster nodes" }
+      kubelet            = { protocol = "tcp", min = 10250, max = 10250, source = "cluster nodes" }
+      "nodeports-tcp"    = { protocol = "tcp", min = 30000, max = 32767, source = "cluster nodes" }
+      "nodeports-udp"    = { protocol = "udp", min = 30000, max = 32767, source = "cluster nodes" }
+      "nodeports-tcp-lb" = { protocol = "tcp", min = 30000, max = 32767, source = "10.20.128.0/17" }
+      "nodeports-udp-lb" = { protocol = "udp", min = 30000, max = 32767, source = "10.20.128.0/17" }
+      etcd               = { protocol = "tcp", min = 2379, max = 2380, source = "cluster nodes" }
+      bgp                = { protocol = "tcp", min = 179, max = 179, source = "cluster nodes" }
+      "kube-router-hc"   = { protocol = "tcp", min = 20244, max = 20244, source = "cluster nodes" }
+      pods               = { protocol = null, min = null, max = null, source = var.pod_cidr }
     }
-    error_message = "kubeadm nodes take the API, kubelet, NodePorts, etcd, kube-router's BGP and health port, and routed pod traffic from each other, nothing else"
+    error_message = "kubeadm nodes take the API, kubelet, NodePorts (also from the load balancers), etcd, kube-router's BGP and health port, and routed pod traffic from each other, nothing else"
   }
 
   assert {

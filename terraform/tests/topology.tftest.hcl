@@ -222,7 +222,7 @@ run "admin_network_mode" {
   }
 
   assert {
-    condition     = yamldecode(output.salt_pillar).kos.api == { floating_ip = null, admin_ip = "192.0.2.50" }
+    condition     = yamldecode(output.salt_pillar).kos.api == { load_balancer = "none", vip = null, floating_ip = null, admin_ip = "192.0.2.50" }
     error_message = "the pillar must carry the admin-network address of the API"
   }
 

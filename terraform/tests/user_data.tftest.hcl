@@ -20,7 +20,7 @@ run "minion_settings" {
       startswith(user_data, "#cloud-config\n") &&
       yamldecode(user_data).hostname == name &&
       yamldecode(user_data).fqdn == "${name}.kos.internal" &&
-      one([for file in yamldecode(user_data).write_files : yamldecode(file.content) if file.path == "/etc/salt/minion.d/kos.conf"]) == { id = "${name}.kos.internal", master = "10.20.0.10", rejected_retry = true, transport = "zeromq" } &&
+      one([for file in yamldecode(user_data).write_files : yamldecode(file.content) if file.path == "/etc/salt/minion.d/kos.conf"]) == { id = "${name}.kos.internal", master = "10.20.0.10", rejected_retry = true, transport = "zeromq", acceptance_wait_time = 2 } &&
       strcontains(one([for file in yamldecode(user_data).write_files : file.content if file.path == "/etc/hosts"]), "10.20.0.10 salt.kos.internal salt\n") &&
       strcontains(yamldecode(user_data).final_message, "kos: cloud-init finished on ${name}.kos.internal")
     ])

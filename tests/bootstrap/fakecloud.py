@@ -230,6 +230,19 @@ def volume(name, metadata=None, status="available", size=1):
     }
 
 
+# The services the token's catalog lists; a test takes some out with
+# state["without_services"].
+CATALOG = (
+    ("identity", "keystone"),
+    ("compute", "nova"),
+    ("network", "neutron"),
+    ("image", "glance"),
+    ("block-storage", "cinder"),
+    ("volumev3", "cinderv3"),
+    ("load-balancer", "octavia"),
+)
+
+
 def load_balancer(name, status="ACTIVE"):
     return {
         "admin_state_up": True,
@@ -640,15 +653,8 @@ class FakeCloud:
                         }
                     ],
                 }
-                for service, name in (
-                    ("identity", "keystone"),
-                    ("compute", "nova"),
-                    ("network", "neutron"),
-                    ("image", "glance"),
-                    ("block-storage", "cinder"),
-                    ("volumev3", "cinderv3"),
-                    ("load-balancer", "octavia"),
-                )
+                for service, name in CATALOG
+                if service not in self.state.get("without_services", ())
             ],
         }
         if methods == ["password"]:
@@ -874,6 +880,10 @@ class FakeCloud:
                 lb for lb in self.state["loadbalancers"] if lb["provisioning_status"] != "DELETED"
             ]
             return 200, {"loadbalancers": self._filter(live, query), "loadbalancers_links": []}, {}
+        if method == "GET" and path == "/v2/lbaas/providers":
+            # api-ref load-balancer/v2 "List Providers"
+            return 200, {"providers": [{"name": n, "description": f"The {n} driver."}
+                                       for n in self.state.get("lb_providers", ("amphora",))]}, {}
         match = re.fullmatch(r"/v2/lbaas/loadbalancers/([^/]+)", path)
         if not match:
             return self.not_found()

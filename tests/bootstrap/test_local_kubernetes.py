@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import kos_local
-from kos_local import debrepo, hosts, kubernetes, net
+from kos_local import cloud_provider, debrepo, hosts, kubernetes, net
 from kos_local.image import BuildFailed
 from tests.unit.conftest import load
 
@@ -120,6 +120,11 @@ def test_a_failed_step_is_named_with_its_log(tmp_path):
     assert str(log) in err.value.fix and "module proxy" in err.value.fix
 
 
+def _with_cloud_controller(build_dir):
+    (build_dir / "images").mkdir(exist_ok=True)
+    (build_dir / "images" / cloud_provider.ARCHIVE).touch()
+
+
 def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):
     """``core:/stable:/v1.31`` leads to the last build of 1.31, so the formula's URL and
     orch.upgrade's rewrite of it to another minor work as against pkgs.k8s.io."""
@@ -128,6 +133,7 @@ def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):
         built = kubernetes.root(version)
         (built / "deb").mkdir(parents=True)
         (built / kubernetes.MARKER).touch()
+        _with_cloud_controller(built)
         assert kubernetes.ensure(version) == built  # built already: linked only
     mirror = kubernetes.root("v1.31.4").parent
     assert kubernetes.minor_dir("v1.32.3") == Path("core:/stable:/v1.32")
@@ -138,6 +144,7 @@ def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):
     later = kubernetes.root("v1.32.4")
     later.mkdir()
     (later / kubernetes.MARKER).touch()
+    _with_cloud_controller(later)
     kubernetes.ensure("v1.32.4")
     assert (mirror / "core:/stable:/v1.32").resolve() == later
 
@@ -170,9 +177,16 @@ def test_kos_up_builds_kubernetes_beside_the_cloud_and_waits_for_it_before_the_n
         f".{version}.lock", log.name]
     # microk8s on this cloud is the stand-ins: nothing to wait for
     assert "_cloud.sls" in backend.pillar_layers(planned("microk8s"))
-    # built: nothing starts, and the hook only links the minor
+    # Kubernetes built but not its cloud controller (a build made before it existed): only
+    # that stage is missing, and it needs Go as well; the build stays
     kubernetes.root(version).mkdir(parents=True)
     (kubernetes.root(version) / kubernetes.MARKER).touch()
+    assert not kubernetes.built(version)
+    with pytest.raises(kubernetes.PreflightError, match="Go is needed"):
+        kubernetes.ensure(version)
+    assert (kubernetes.root(version) / kubernetes.MARKER).exists()
+    # built: nothing starts, and the hook only links the minor
+    _with_cloud_controller(kubernetes.root(version))
     assert kubernetes.start() is None
     layers = backend.pillar_layers(planned("kubeadm"))
     assert yaml.safe_load(layers["_cloud.sls"]) == kos_local.pillar_layer()
@@ -222,6 +236,33 @@ def test_processes_that_link_the_minor_at_once_all_succeed(tmp_path):
     link = tmp_path / "core:" / "stable:" / "v1.32"
     assert link.resolve() in {tmp_path / "v1.32.3-r3", tmp_path / "v1.32.4-r3"}
     assert [p.name for p in link.parent.iterdir()] == ["v1.32"]
+
+
+def test_the_cloud_controller_is_the_release_of_the_clusters_minor_at_the_formulas_path(
+        tmp_path):
+    image = kubernetes.formula_defaults()["ccm"]["image"]
+    assert cloud_provider.release("v1.31.4") == "v1.31.2"
+    # a minor without a served release keeps the last one; none before the first
+    assert cloud_provider.release("v1.32.9") == "v1.31.2"
+    assert cloud_provider.release("v1.30.8") is None
+    ref = cloud_provider.image_ref(image, "v1.31.2")
+    assert ref.rsplit(":", 1) == [image.rsplit(":", 1)[0], "v1.31.2"]
+    (tmp_path / cloud_provider.COMMAND).write_bytes(b"\x7fELF occm")
+    target = tmp_path / cloud_provider.ARCHIVE
+    kubernetes.write_image(target, ref, {"bin": [cloud_provider.COMMAND],
+                                         "bin_dir": cloud_provider.IMAGE_BIN_DIR}, tmp_path)
+    assert IMAGES_MODULE.archive_images(str(target)) == [ref]
+    # where the formula's static Pod runs it from
+    pod = (kubernetes.REPO / "salt" / "salt" / "kubeadm" / "files" /
+           "openstack-cloud-controller-manager.yaml.jinja").read_text()
+    command = pod.split("command:", 1)[1].split("- ", 1)[1].split()[0]
+    with tarfile.open(target) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))[0]
+        layer = tarfile.open(fileobj=tar.extractfile(manifest["Layers"][0]))
+        assert layer.extractfile(command.lstrip("/")).read() == b"\x7fELF occm"
+    # the rehearsal's pillar runs it, at that tag
+    assert kos_local.pillar_layer("v1.31.4")["kubeadm"]["ccm"] == {"enabled": True,
+                                                                  "image": ref}
 
 
 def test_the_pillar_layer_points_the_formula_at_the_mirror(monkeypatch, tmp_path):

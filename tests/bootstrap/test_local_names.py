@@ -44,7 +44,7 @@ def test_running_from_names_the_directory(foreign_cloud, tmp_path):
 def test_a_cloud_of_the_same_name_elsewhere_is_refused(foreign_cloud, tmp_path):
     cloud = Cloud("kosguard", tmp_path / "state" / "kosguard-cloud")
     with pytest.raises(ConvergeError) as err:
-        cloud.ensure([], host_image=None)
+        cloud.ensure([], host_image=None, amphora_image=None)
     assert str(foreign_cloud) in str(err.value)
     assert "kos cloud down" in err.value.fix
     # refused before anything was made here

@@ -224,9 +224,9 @@ def test_validate_and_plan_save_the_plan_without_secrets(
         "plan.txt",
         "report.json",
     ]
-    assert len(json.loads((out / "changes.json").read_text())) == 48
+    assert len(json.loads((out / "changes.json").read_text())) == 50
     assert json.loads((out / "report.json").read_text()) == {
-        "create": 48,
+        "create": 50,
         "update": 0,
         "delete": 0,
     }

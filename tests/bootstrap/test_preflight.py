@@ -224,16 +224,39 @@ def test_local_cloud_says_once_that_the_operators_cloud_is_ignored(workdir, writ
 
 
 @pytest.mark.parametrize("values, message", [
-    # 2 plain hosts and 3 simulated nodes at 160 MiB, and the cloud's 3600
+    # 2 plain hosts and 3 simulated nodes at 160 MiB
     ({"kubernetes_distribution": "microk8s", "num_kube_nodes": 3},
-     "the cloud and 5 microk8s hosts need about 4400 MiB"),
-    # 2 plain hosts, 3 kubeadm control planes at 1024 MiB, a worker at 300 MiB, the cloud
+     "5 microk8s hosts need about 800 MiB"),
+    # 2 plain hosts, 3 kubeadm control planes at 1024 MiB, a worker at 300 MiB
     ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3},
-     "the cloud and 6 kubeadm hosts need about 7292 MiB"),
+     "6 kubeadm hosts need about 3692 MiB"),
+    # the same behind the API load balancer: its amphora, 250 MiB more
+    ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3,
+      "api_load_balancer": "octavia"},
+     "6 kubeadm hosts need about 3942 MiB"),
 ])
 def test_local_memory_estimate_follows_the_clusters_shape(workdir, write_vars, values, message):
     res = local_preflight(workdir, write_vars, **values)
     assert message in res.stderr, res.stderr
+    # The cloud's share is counted only while it is not up; the suite's own clusters may
+    # have started it by now, so either is right here (memory_finding's test pins both).
+    assert "(the cloud 4100 MiB more)" in res.stderr or "(the cloud is up)" in res.stderr
+
+
+@pytest.mark.parametrize("running, avail, ok, text", [
+    (False, 8000, True, "6 kubeadm hosts need about 3692 MiB (the cloud 4100 MiB more); "
+                        "8000 MiB available"),
+    (False, 7000, False, "(the cloud 4100 MiB more); 7000 MiB available"),
+    (True, 7000, True, "6 kubeadm hosts need about 3692 MiB (the cloud is up); 7000 MiB"),
+    (True, 3000, False, "(the cloud is up); 3000 MiB available"),
+])
+def test_a_running_clouds_memory_is_not_counted_again(running, avail, ok, text):
+    from kos_local import memory_finding
+
+    values = {"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3}
+    found = memory_finding(values, running, avail)
+    assert (found.ok, found.check) == (ok, "local memory")
+    assert text in found.message, found.message
 
 
 def test_a_cloud_no_clouds_yaml_defines_is_named_with_the_files_looked_in(
@@ -271,3 +294,35 @@ def test_an_unreadable_clouds_yaml_is_named_with_its_yaml_error(
     assert "line 4, column 1" in res.stderr
     assert "make the unreadable file valid and readable YAML" in res.stderr
     assert fake_cloud.requests == []
+
+
+def test_octavia_needs_a_load_balancer_service_in_the_catalog(
+    cloud_kos, fake_cloud, write_vars, ssh_agent
+):
+    vars_file = write_vars(required_vars(ssh_agent.public_key, api_load_balancer="octavia"))
+    res = cloud_kos("preflight", "--var-file", vars_file, "--json", check=0)
+    checks = {c["check"]: c for c in json.loads(res.stdout)}
+    assert checks["api load balancer"]["ok"]
+    # its floating IP and VIP port are the project's: one more of each than without it
+    assert checks["quota floating_ips"]["message"] == "floating_ips: need 3, 9 free"
+
+    fake_cloud.state["without_services"] = ["load-balancer"]
+    res = cloud_kos("preflight", "--var-file", vars_file, check=4)
+    assert ('api_load_balancer is "octavia" but this cloud\'s catalog has no load-balancer '
+            "service (Octavia)") in res.stderr
+    assert 'set api_load_balancer = "none"' in res.stderr
+    assert fake_cloud.writes() == []
+
+
+def test_the_api_load_balancers_provider_must_be_one_octavia_offers(
+    cloud_kos, fake_cloud, write_vars, ssh_agent
+):
+    fake_cloud.state["lb_providers"] = ["amphora", "ovn"]
+    vars_file = write_vars(required_vars(ssh_agent.public_key, api_load_balancer="octavia",
+                                         api_load_balancer_provider="ovn"))
+    cloud_kos("preflight", "--var-file", vars_file, check=0)
+    fake_cloud.state["lb_providers"] = ["amphora"]
+    res = cloud_kos("preflight", "--var-file", vars_file, check=4)
+    said = " ".join(res.stderr.split())
+    assert "api_load_balancer_provider 'ovn' is not a provider of this cloud's Octavia" in said
+    assert "set api_load_balancer_provider to one of: amphora, or null" in said

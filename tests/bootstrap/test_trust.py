@@ -10,6 +10,9 @@ Run: ``.venv/bin/pytest tests/bootstrap/test_trust.py`` (no root, no shared lock
 """
 
 import shutil
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import salt.crypt
@@ -156,3 +159,35 @@ def test_the_master_checks_the_fingerprint_again_as_it_accepts(master, session):
     finally:
         channel.close()
     assert trust.FINGER.match(presented)
+
+
+def test_a_rebuilt_nodes_key_presented_again_is_no_key_left_behind(master, session):
+    # the rebuilt server's minion asks again every acceptance_wait_time: its new key lands
+    # in minions_pre at once after the delete, and is judged against its console later
+    mid = "kostr-rebuilt.kos.internal"
+    present(master, mid)
+    channel = Channel(session).open()
+    stop = threading.Event()
+
+    def minion_retrying():
+        # at once, as a minion whose retry falls just after the delete
+        pending = Path(master.config["pki_dir"]) / "minions_pre" / mid
+        while not stop.is_set():
+            if not pending.exists():
+                present(master, mid)
+            time.sleep(0.001)
+
+    try:
+        assert channel.request("accept", fingers={mid: present(master, mid)})["accepted"]
+        retrying = threading.Thread(target=minion_retrying)
+        retrying.start()
+        try:
+            res = channel.request("delete_keys", minions=[mid])
+        finally:
+            stop.set()
+            retrying.join()
+        assert res["deleted"] == [mid]
+        keys = channel.request("keys")
+        assert mid not in keys["minions"] and mid in keys["minions_pre"]
+    finally:
+        channel.close()

@@ -120,7 +120,7 @@ def test_plan_artifacts_hold_no_secret(cloud_kos, fake_cloud, write_vars, ssh_ag
         check=0,
     )
     summary = json.loads(res.stdout)
-    assert summary["cluster"] == "demo" and summary["changes"] == 48
+    assert summary["cluster"] == "demo" and summary["changes"] == 50
     out = cloud_kos.cwd / "plan"
     assert sorted(p.name for p in out.iterdir()) == [
         "changes.json", "diff.json", "diff.txt", "plan.txt"]
@@ -315,3 +315,73 @@ def test_state_goes_to_the_gitlab_http_backend_when_configured(
         "plan", "--var-file", vars_file, env={**env, "TF_HTTP_PASSWORD": "expired"}, check=5
     )
     assert "terraform init failed" in wrong.stderr or "terraform plan failed" in wrong.stderr
+
+
+def test_cleanup_keeps_terraforms_api_load_balancer_and_its_vip_port(
+    fake_cloud, tmp_path, monkeypatch
+):
+    """The API load balancer is Terraform's (api_load_balancer = "octavia"): the sweep before
+    terraform destroy leaves it and its VIP port to Terraform, and still takes the VIP port
+    of a load balancer that is gone."""
+    conn = cloud_conn(fake_cloud, tmp_path, monkeypatch)
+    state = fake_cloud.state
+    net = fc.network("kos-private", tags=["kos", "kos-cluster=kos"])
+    state["networks"].append(net)
+    api = fc.load_balancer("kos-api")
+    api_vip = fc.port(f"octavia-lb-{api['id']}", net["id"], "Octavia", f"lb-{api['id']}")
+    api["vip_port_id"] = api_vip["id"]
+    orphan = fc.port("octavia-lb-gone", net["id"], "Octavia", "lb-gone")
+    state["loadbalancers"].append(api)
+    state["ports"] += [api_vip, orphan]
+    done = cloud_cleanup.cleanup_before_destroy(conn, "kos")
+    assert done["load_balancers"] == [] and done["ports"] == ["octavia-lb-gone"]
+    assert [lb["name"] for lb in state["loadbalancers"]] == ["kos-api"]
+    assert [p["name"] for p in state["ports"]] == [api_vip["name"]]
+
+
+def test_an_amphoras_ports_on_the_cluster_network_go_with_its_load_balancer(
+    fake_cloud, tmp_path, monkeypatch
+):
+    """An amphora is a server of Octavia's, in its service project: its ports on the
+    cluster's network are no foreign server's and no debris; they go with their load
+    balancer (Terraform's API one, or the CCM's, which the sweep deletes)."""
+    conn = cloud_conn(fake_cloud, tmp_path, monkeypatch)
+    state = fake_cloud.state
+    net = fc.network("kos-public", tags=["kos", "kos-cluster=kos"])
+    state["networks"].append(net)
+    amphora = fc.port("octavia-lb-vrrp-amp", net["id"], "compute:nova", "amp-server")
+    amphora["project_id"] = amphora["tenant_id"] = "octavia-service-project"
+    state["ports"].append(amphora)
+    done = cloud_cleanup.cleanup_before_destroy(conn, "kos")
+    assert done["ports"] == [] and state["ports"] == [amphora]
+
+
+def test_status_names_a_services_load_balancer_left_in_error_with_the_fix(
+    fake_cloud, tmp_path, monkeypatch, capsys
+):
+    """The CCM never recovers a Service's load balancer that went to ERROR after it was
+    made: kos status says so, which Service it is, and the fix."""
+    from types import SimpleNamespace
+
+    from kos import tables
+    from kos.steps import status
+
+    conn = cloud_conn(fake_cloud, tmp_path, monkeypatch)
+    broken = fc.load_balancer("kube_service_kos_default_web", status="ERROR")
+    broken["description"] = "Kubernetes external service default/web from cluster kos"
+    fake_cloud.state["loadbalancers"] += [
+        broken,
+        fc.load_balancer("kube_service_kos_default_ok"),
+        fc.load_balancer("kube_service_kos2_default_web", status="ERROR"),
+        fc.load_balancer("kos-api", status="ERROR"),
+    ]
+    dep = SimpleNamespace(project=lambda: conn)
+    stuck = status.stuck_load_balancers(dep, "kos")
+    assert stuck == [{"id": broken["id"], "name": broken["name"], "service": "default/web"}]
+    tables.status({"cluster": "kos", "distribution": "kubeadm", "nodes": [],
+                   "api_endpoint": {"floating_ip": "203.0.113.11", "load_balancer": None},
+                   "load_balancers_in_error": stuck})
+    said = " ".join(capsys.readouterr().err.split())
+    assert (f"load balancer kube_service_kos_default_web ({broken['id']}) of Service "
+            "default/web is in ERROR") in said
+    assert f"openstack loadbalancer delete --cascade {broken['id']}" in said

@@ -252,6 +252,18 @@ def test_cloud_conf_quotes_credentials(loaders):
     assert "password" not in text and "username" not in text
 
 
+def test_cloud_conf_load_balancers_are_monitored_by_default(loaders):
+    """Services of type LoadBalancer: a health monitor on every pool unless the pillar says
+    otherwise (the CCM's own default is none), the CCM's durations with their unit."""
+    lb = render(loaders, "kubeadm/files/cloud.conf.jinja").split("[LoadBalancer]")[1]
+    lines = lb.split()
+    for line in ('lb-method="ROUND_ROBIN"', "internal-lb=false", "create-monitor=true",
+                 "monitor-delay=5s", "monitor-timeout=3s", "monitor-max-retries=1",
+                 "monitor-max-retries-down=3"):
+        assert line in lines, lb
+    assert not [line for line in lines if line.startswith("lb-provider")]
+
+
 def test_ccm_rbac_binds_the_controller_manager_identity(loaders):
     docs = list(yaml.safe_load_all(render(
         loaders, "kubeadm/files/openstack-cloud-controller-manager-rbac.yaml.jinja")))

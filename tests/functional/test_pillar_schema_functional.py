@@ -266,3 +266,24 @@ def test_merged_maps_match_the_golden_file(with_pillar):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
+
+
+def test_the_api_load_balancers_vip_is_the_clusters_endpoint_and_in_the_certificate(with_pillar):
+    """With api_load_balancer = octavia, Terraform's kos:api names the VIP: kubeadm's
+    controlPlaneEndpoint is the VIP and both the VIP and the floating IP are SANs."""
+    api = {"load_balancer": "octavia", "vip": "10.1.0.9", "floating_ip": "203.0.113.20",
+           "admin_ip": None}
+    modules = with_pillar(example(ROLES, kos__api=api))
+    assert modules.kos.pillar_errors() == []
+    maps = merged_maps(modules)
+    assert maps["kubeadm"]["control_plane_endpoint"] == "10.1.0.9:6443"
+    assert maps["kubeadm"]["all_sans"] == ["10.1.0.9", "203.0.113.20"]
+    assert maps["microk8s"]["all_sans"] == ["10.1.0.9", "203.0.113.20"]
+    # without one, every node's local haproxy
+    modules = with_pillar(example(ROLES))
+    assert merged_maps(modules)["kubeadm"]["control_plane_endpoint"] == "127.0.0.1:7443"
+
+
+def test_an_unknown_api_load_balancer_is_named(with_pillar):
+    modules = with_pillar(example(ROLES, kos__api__load_balancer="haproxy"))
+    assert any("kos:api:load_balancer" in error for error in modules.kos.pillar_errors())

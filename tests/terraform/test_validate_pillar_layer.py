@@ -77,6 +77,12 @@ OVERRIDES = {
     "module.salt_master.module.server.openstack_networking_floatingip_v2.this": {
         "address": validate_pillar.MASTER_FLOATING_IP
     },
+    "module.network.openstack_networking_subnet_v2.public": {
+        "id": validate_pillar.PUBLIC_SUBNET_ID
+    },
+    "module.network.openstack_networking_subnet_v2.private": {
+        "id": validate_pillar.PRIVATE_SUBNET_ID
+    },
     "module.nodes.module.server.openstack_networking_port_v2.admin": {
         "all_fixed_ips": [validate_pillar.API_ADMIN_IP]
     },

@@ -285,3 +285,31 @@ def test_the_order_reads_as_a_person_reads_it():
         f"  1. first control plane, alone: {fqdn('k8s-cp-1')}",
         f"  2. control plane, alone (joins): {fqdn('k8s-cp-2')}",
         f"  3. wave part 1 of 1: {fqdn('bastion')}, {fqdn('k8s-worker-1')}, {fqdn('salt')}"]
+
+
+def _lb_change(*actions):
+    return {"resource_changes": [{
+        "type": "openstack_lb_loadbalancer_v2", "module_address": plan.API_LOAD_BALANCER,
+        "change": {"actions": list(actions)}}]}
+
+
+def _built_with(choice):
+    return {"salt_pillar": yaml.safe_dump({"kos": {"api": {"load_balancer": choice}}})}
+
+
+def test_the_api_endpoint_does_not_move_under_a_running_cluster():
+    import pytest
+    from kos.errors import InputError
+
+    with pytest.raises(InputError, match="changed from none to octavia") as refused:
+        plan.refuse_switching_api_endpoint(_lb_change("create"), _built_with("none"))
+    assert 'keep api_load_balancer = "none"' in refused.value.fix
+    with pytest.raises(InputError, match="changed from octavia to none"):
+        plan.refuse_switching_api_endpoint(_lb_change("delete"), _built_with("octavia"))
+    # a cluster from before the choice reached its API without a load balancer
+    with pytest.raises(InputError, match="changed from none to octavia"):
+        plan.refuse_switching_api_endpoint(_lb_change("create"), {"salt_pillar": "kos: {}\n"})
+    # built with one whose load balancer is gone (deleted by hand, or never made by a first
+    # apply that stopped): the re-run makes it again; a replacement is no switch either
+    plan.refuse_switching_api_endpoint(_lb_change("create"), _built_with("octavia"))
+    plan.refuse_switching_api_endpoint(_lb_change("delete", "create"), _built_with("none"))

@@ -28,7 +28,7 @@ def ccm_credential(master, dep, outputs, rotate=False):
     control plane any more go. The credential replaced stays valid until
     ``retire_ccm_credentials``, after the control planes have the new one.
     """
-    conn = None if dep.settings.outputs_file else dep.backend.project()
+    conn = dep.project()
     if conn is None or not ccm.wanted(outputs):
         return {"skipped": "no OpenStack project, or no cloud-controller-manager (kubeadm)"}
     paths, named = _ccm_layers(master, dep, outputs)
@@ -48,7 +48,7 @@ def ccm_credential(master, dep, outputs, rotate=False):
 def retire_ccm_credentials(master, dep, outputs):
     """Delete the cluster's CCM credentials but the one every control plane's layer names
     (none is deleted while the layers disagree: a re-run settles it)."""
-    conn = None if dep.settings.outputs_file else dep.backend.project()
+    conn = dep.project()
     if conn is None or not ccm.wanted(outputs):
         return {"skipped": "no OpenStack project, or no cloud-controller-manager (kubeadm)"}
     paths, named = _ccm_layers(master, dep, outputs)

@@ -73,6 +73,11 @@ class Deployment:
     def cluster(self):
         return self.state.cluster
 
+    def project(self):
+        """The cluster's OpenStack project (openstacksdk), or None: none behind an outputs
+        file, nor on a cloud without one."""
+        return None if self.settings.outputs_file else self.backend.project()
+
     def use_outputs(self, outputs):
         self._outputs = outputs
 

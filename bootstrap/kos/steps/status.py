@@ -3,6 +3,7 @@ certificates, as the salt master sees them."""
 
 import time
 
+from .. import ccm, cloud_cleanup
 from ..distributions import kubernetes_members
 from .certificates import certificate_summary
 from .converge import ConvergeStep
@@ -28,6 +29,30 @@ def converges_from_records(records):
             if isinstance(rec, dict) and isinstance(rec.get("at"), int)}
 
 
+def api_endpoint(dep, outputs):
+    """Where the API is reached and, behind a load balancer, how Octavia sees it: its
+    provisioning and operating status, each pool member's (ONLINE, ERROR: its health
+    checks fail, NO_MONITOR, OFFLINE), and ``problem``, what is wrong (or None)."""
+    lb = outputs.get("api_load_balancer")
+    if not lb:
+        return {"floating_ip": outputs.get("api_floating_ip"), "load_balancer": None}
+    found = {"id": lb["id"], "vip": lb["vip"]}
+    try:
+        conn = dep.project()
+        if conn is None:
+            raise LookupError("no OpenStack project to ask (an outputs file)")
+        got = conn.load_balancer.get_load_balancer(lb["id"])
+        found.update(provisioning=got.provisioning_status, operating=got.operating_status)
+        found["members"] = {
+            m.name or m.address: m.operating_status
+            for pool in conn.load_balancer.pools(loadbalancer_id=lb["id"])
+            for m in conn.load_balancer.members(pool)
+        }
+    except Exception as exc:  # noqa: BLE001 - status reports what it could not read
+        found["error"] = " ".join(str(exc).split())
+    found["problem"] = _endpoint_problem(found)
+    return {"floating_ip": lb["floating_ip"], "load_balancer": found}
+
 
 def status(dep):
     outputs = dep.require_outputs()
@@ -47,6 +72,13 @@ def status(dep):
         control_planes = [m for m in control_plane_ids(outputs) if m in answering]
         certs = (master.salt(control_planes, "kos.certificates", timeout=STATUS_PING)
                  if control_planes else {})
+    endpoint = api_endpoint(dep, outputs)
+    stuck = []
+    if ccm.wanted(outputs):
+        try:
+            stuck = stuck_load_balancers(dep, dep.cluster)
+        except Exception as exc:  # noqa: BLE001 - status reports what it could not read
+            stuck = [{"error": " ".join(str(exc).split())}]
     accepted = set(keys.get("minions", []))
     pending = set(keys.get("minions_pre", []))
     # a top master's syndics (other environments' masters), as kos converge last found them
@@ -87,7 +119,11 @@ def status(dep):
         # A cloud that runs this distribution as stand-ins says so in its outputs.
         "simulated": dist_name in (outputs.get("simulated") or ()),
         "api": outputs.get("api_floating_ip"),
-        "healthy": healthy,
+        "api_endpoint": endpoint,
+        "load_balancers_in_error": stuck,
+        # what the cloud could not tell is said, not counted against the cluster
+        "healthy": healthy and not (endpoint["load_balancer"] or {}).get("problem")
+        and not [lb for lb in stuck if not lb.get("error")],
         "kubernetes_error": k8s_error,
         "unexpected_keys": sorted((accepted | pending) - set(ids) - set(syndics)),
         "nodes": nodes,
@@ -98,3 +134,33 @@ def status(dep):
         },
     }
 
+
+def stuck_load_balancers(dep, cluster):
+    """The Services' load balancers Octavia holds in ERROR: the CCM (cloud-provider-openstack
+    1.31, pkg/openstack/loadbalancer.go) deletes and retries one that fails as it is made,
+    but stops at "not ACTIVE" on one that went to ERROR later, for good."""
+    conn = dep.project()
+    if conn is None or not conn.has_service("load-balancer"):
+        return []
+    return [
+        {"id": lb.id, "name": lb.name, "service": _service_of(lb)}
+        for lb in conn.load_balancer.load_balancers(provisioning_status="ERROR")
+        if cloud_cleanup.ccm_load_balancer(lb, cluster)
+    ]
+
+
+def _service_of(lb):
+    # "Kubernetes external service <namespace>/<name> from cluster <cluster>" (the CCM's)
+    words = (lb.description or "").split()
+    return words[3] if len(words) > 3 and "/" in words[3] else None
+
+
+def _endpoint_problem(lb):
+    """What is wrong with the API's load balancer as Octavia tells it, or None (also when
+    it could not be asked: that is said, not counted against the cluster)."""
+    if lb.get("error"):
+        return None
+    if lb.get("provisioning") != "ACTIVE":
+        return f"it is {lb.get('provisioning')}"
+    down = sorted(name for name, state in (lb.get("members") or {}).items() if state != "ONLINE")
+    return f"pool members not ONLINE: {', '.join(down)}" if down else None

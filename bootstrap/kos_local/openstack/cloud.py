@@ -32,7 +32,7 @@ from kos.errors import CleanupError, ConvergeError
 from kos.lock import FileLock
 from .. import hosts as hosts_mod
 from .. import net
-from . import config, image, materialiser, seed
+from . import config, image, materialiser, octavia, seed
 
 CLOUD_FILE = "/etc/kos/cloud.json"
 NAME = "local"
@@ -127,7 +127,7 @@ class Cloud:
 
     # -- bring-up ------------------------------------------------------------------------
 
-    def ensure(self, avoid_cidrs, host_image):
+    def ensure(self, avoid_cidrs, host_image, amphora_image):
         """Everything up to a cloud tenants can use; whether it booted the cloud now."""
         elsewhere = self.machine.running_from()
         if elsewhere and elsewhere.resolve() != self.machine.merged.resolve():
@@ -159,7 +159,36 @@ class Cloud:
             self.machine.stop()
             raise
         seed.offer(self.admin(rec), plan, host_image)
+        self._octavia(rec, plan, amphora_image)
         return booted
+
+    def _octavia(self, rec, plan, amphora_image):
+        """Octavia's network, port, flavor and image, its configuration and certificates,
+        the health manager's port in the cloud's namespace; then its services."""
+        passwords = rec["passwords"]
+        if "octavia_heartbeat" not in passwords:
+            return  # a cloud made from an image without Octavia (kept: _keep_image)
+        admin = self.admin(rec)
+        ids = octavia.offer(admin, plan, amphora_image)
+        if not rec.get("octavia_certs"):
+            for name, text in octavia.certificates(passwords["octavia_ca"]).items():
+                self.machine.write(f"{octavia.CERT_DIR}/{name}", text, 0o600)
+                self.machine.chroot("chown", "octavia:octavia", f"{octavia.CERT_DIR}/{name}")
+            rec["octavia_certs"] = True
+            self._save(rec)
+        text = octavia.conf(passwords, ids, plan)
+        changed = self.machine.path(octavia.CONF).read_text() != text
+        if changed:
+            self.machine.write(octavia.CONF, text, 0o640)
+            self.machine.chroot("chown", "root:octavia", octavia.CONF)
+        net.plug_cloud_port(self.name, octavia.HM_IF, ids["port"], ids["mac"],
+                            octavia.hm_address(plan), octavia.mgmt_subnet(plan))
+        (self.root / materialiser.SERVICE_PROFILE).write_text(json.dumps(
+            {"project_id": ids["project"], "binds": [], "kubelet": False}))
+        # a configuration this checkout changed reaches services that run already
+        self.machine.run("systemctl", "restart" if changed else "start", "--no-block",
+                         *octavia.UNITS)
+        seed.wait_load_balancers(admin)
 
     def attach(self, cluster, profile):
         """The cluster's project, user, quotas and application credential, its clouds.yaml
@@ -232,14 +261,14 @@ class Cloud:
                 'exec keystone-manage bootstrap "$@"', "keystone-manage",
                 "--bootstrap-admin-url", config.KEYSTONE_INTERNAL,
                 "--bootstrap-internal-url", config.KEYSTONE_INTERNAL,
-                "--bootstrap-public-url", f"http://{plan.mgmt_cloud}:5000/v3",
+                "--bootstrap-public-url", f"http://{plan.api}:5000/v3",
                 "--bootstrap-region-id", config.REGION, timeout=120,
                 input=passwords["admin"] + "\n",
             )
             rec["bootstrapped"] = True
             self._save(rec)
         if not rec.get("catalog"):
-            seed.catalog(seed.connect(self.auth_url(), passwords["admin"]), plan.mgmt_cloud,
+            seed.catalog(seed.connect(self.auth_url(), passwords["admin"]), plan.api,
                          passwords)
             rec["catalog"] = True
             self._save(rec)

@@ -14,20 +14,28 @@ import configparser
 import io
 import re
 import secrets as _secrets
+import string
+
+from .. import net
 
 HOST = "kos-cloud"
 REGION = "RegionOne"
 INTERNAL = "127.0.0.1"
 KEYSTONE_INTERNAL = f"http://{INTERNAL}:5000/v3"
-# The external (provider) network's physical network name and the interface it leaves by.
+# The external (provider) network's physical network name.
 PHYSNET = "external"
-EXT_IF = "ext0"
+# The external network's bridge in the cloud's namespace (net.create_cloud_links): it holds
+# the veth to this machine and the address the cloud's public endpoints answer on.
+EXT_BRIDGE = net.EXT_BRIDGE
 MGMT_IF = "mgmt0"
 VOLUME_DIR = "/var/lib/cinder/kos-volumes"
 # Where the compute driver and the machine's materialiser exchange requests.
 SPOOL = "/var/lib/kos-spool"
 
-SERVICE_USERS = ("glance", "placement", "nova", "neutron", "cinder")
+SERVICE_USERS = ("glance", "placement", "nova", "neutron", "cinder", "octavia")
+# What Octavia's default policy asks of a load balancer's owner
+# (octavia/policies/base.py, load-balancer:member_and_owner): every tenant has it.
+LB_MEMBER_ROLE = "load-balancer_member"
 DATABASES = {
     "keystone": ["keystone"],
     "glance": ["glance"],
@@ -35,6 +43,7 @@ DATABASES = {
     "nova": ["nova_api", "nova", "nova_cell0"],
     "neutron": ["neutron"],
     "cinder": ["cinder"],
+    "octavia": ["octavia"],
 }
 
 # (service type, name, port, path): the catalog.
@@ -46,6 +55,7 @@ ENDPOINTS = (
     ("network", "neutron", 9696, ""),
     ("volumev3", "cinderv3", 8776, "/v3/%(project_id)s"),
     ("block-storage", "cinder", 8776, "/v3/%(project_id)s"),
+    ("load-balancer", "octavia", 9876, ""),
 )
 
 # uwsgi apps: one process each (the defaults are 8-16), so the cloud fits its memory budget.
@@ -57,12 +67,21 @@ UWSGI = {
     "/etc/nova/nova-api-uwsgi.ini": (1, 1),
     "/etc/neutron/neutron-api-uwsgi.ini": (1, 1),
     "/etc/cinder/cinder-api-uwsgi.ini": (1, 4),
+    "/etc/octavia/octavia-api-uwsgi.ini": (1, 4),
 }
 
 
 def secrets():
-    """Fresh passwords for one cloud: the admin and every service user."""
-    return {name: _secrets.token_urlsafe(24) for name in ("admin", *SERVICE_USERS)}
+    """Fresh secrets for one cloud: the admin's and every service user's passwords, and
+    Octavia's: the server CA key's passphrase, the amphorae's certificate key passphrase
+    (32 characters of [A-Za-z0-9-_=], Octavia's rule) and the heartbeat HMAC key."""
+    alphabet = string.ascii_letters + string.digits + "-_="
+    return {
+        **{name: _secrets.token_urlsafe(24) for name in ("admin", *SERVICE_USERS)},
+        "octavia_ca": _secrets.token_urlsafe(24),
+        "octavia_server_certs": "".join(_secrets.choice(alphabet) for _ in range(32)),
+        "octavia_heartbeat": _secrets.token_urlsafe(24),
+    }
 
 
 def db_url(user, database):
@@ -237,7 +256,9 @@ def files(pw):
         }),
         "/etc/neutron/plugins/ml2/linuxbridge_agent.ini": _ini({
             "DEFAULT": {"host": HOST},
-            "linux_bridge": {"physical_interface_mappings": f"{PHYSNET}:{EXT_IF}"},
+            # a bridge of kos's own, not an interface the agent bridges itself: it carries
+            # the public endpoints' address too
+            "linux_bridge": {"bridge_mappings": f"{PHYSNET}:{EXT_BRIDGE}"},
             "vxlan": {"enable_vxlan": False},
             "securitygroup": {"enable_security_group": True, "firewall_driver": "iptables"},
             "agent": {"polling_interval": 1},

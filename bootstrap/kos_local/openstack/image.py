@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from .. import image as image_mod
-from . import config
+from . import config, octavia
 
 HERE = Path(__file__).resolve().parent
 BASE_RECIPE = 1
@@ -30,6 +30,7 @@ PACKAGES = (
     "nova-compute-ironic",
     "neutron-server", "neutron-linuxbridge-agent", "neutron-dhcp-agent", "neutron-l3-agent",
     "cinder-api", "cinder-scheduler", "cinder-volume",
+    *octavia.PACKAGES,
     "dnsmasq-base", "ipset", "iptables", "conntrack", "iputils-arping", "iputils-ping",
     "bridge-utils", "sudo", "procps", "iproute2", "curl",
 )
@@ -114,6 +115,11 @@ def _cloud_steps(build):
         for path in config.files(placeholder):
             owner = path.split("/")[2]
             build.chroot("chown", f"root:{owner}", path)
+        # what octavia-db-manage reads below; the cloud's own is written once its
+        # management network exists (octavia.conf)
+        build.write(octavia.CONF, config._ini(
+            {"database": {"connection": config.db_url("octavia", "octavia")}}), 0o640)
+        build.chroot("chown", "root:octavia", octavia.CONF)
         build.write("/etc/mysql/mariadb.conf.d/90-kos.cnf", config.MYSQL_TUNING)
         build.write("/etc/rabbitmq/rabbitmq-env.conf", config.RABBIT_ENV)
         build.write("/etc/rabbitmq/rabbitmq.conf", config.RABBIT_CONF)
@@ -122,6 +128,7 @@ def _cloud_steps(build):
         for d, owner in ((config.SPOOL, "nova"), (config.VOLUME_DIR, "cinder"),
                          ("/var/lib/nova/tmp", "nova"), ("/var/lib/neutron/tmp", "neutron"),
                          ("/var/lib/cinder/tmp", "cinder"), ("/var/lib/glance/tmp", "glance"),
+                         ("/var/lib/octavia/tmp", "octavia"), (octavia.CERT_DIR, "octavia"),
                          ("/var/lib/glance/images", "glance")):
             (root / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
             build.chroot("chown", f"{owner}:{owner}", d)
@@ -135,7 +142,8 @@ def _cloud_steps(build):
 
 
 def _units(build):
-    build.run("systemctl", f"--root={build.root}", "disable", *BOOT_UNITS, *OPENSTACK_UNITS)
+    build.run("systemctl", f"--root={build.root}", "disable", *BOOT_UNITS, *OPENSTACK_UNITS,
+              *octavia.UNITS)
     build.run("systemctl", f"--root={build.root}", "mask", *MASKED_UNITS)
     build.run("systemctl", f"--root={build.root}", "enable", *BOOT_UNITS)
     wants = "\n".join(f"Wants={u}" for u in OPENSTACK_UNITS)
@@ -199,6 +207,8 @@ def _databases(build):
             as_user("neutron", "neutron-db-manage", "--config-file", "/etc/neutron/neutron.conf",
                     "--config-file", "/etc/neutron/plugins/ml2/ml2_conf.ini", "upgrade", "heads")
             as_user("cinder", "cinder-manage", "db", "sync")
+            as_user("octavia", "octavia-db-manage", "--config-file", octavia.CONF,
+                    "upgrade", "head")
         finally:
             subprocess.run(["chroot", str(root), "mysqladmin", "--socket=/run/mysqld/mysqld.sock",
                             "shutdown"], capture_output=True)

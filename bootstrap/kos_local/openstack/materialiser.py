@@ -52,6 +52,8 @@ ENTRY = "import sys; from kos_local.openstack.materialiser import main; main(sys
 METADATA = "openstack/latest/meta_data.json"
 # Beside the cloud: one profile per cluster, written by kos up (cloud.Cloud.attach).
 PROFILES = "clusters"
+# Beside them, the profile of the cloud's service project (written with Octavia's set-up).
+SERVICE_PROFILE = "service.json"
 
 
 def argv_marker(cloud):
@@ -178,6 +180,11 @@ class Materialiser:
                 continue
             if profile.get("project_id") == project:
                 return profile
+        # the cloud's own servers (Octavia's amphorae), in its service project
+        service = self.local / SERVICE_PROFILE
+        profile = json.loads(service.read_text()) if service.exists() else {}
+        if profile.get("project_id") == project:
+            return profile
         raise RuntimeError(f"project {project} is no cluster's on this cloud (kos up makes a "
                            "cluster's project and its profile)")
 
@@ -242,6 +249,24 @@ class Materialiser:
         rec["state"] = "running"
         self.save(rec)
         self._boot(rec)
+
+    def op_attach_interface(self, doc):
+        rec = self._require(doc["uuid"])
+        nic = doc["nic"]
+        rec["nics"] = [n for n in rec["nics"] if n["port_id"] != nic["port_id"]] + [nic]
+        self.save(rec)
+        if self.machine(rec["uuid"]).pid1():
+            net.hot_plug(self.cloud, rec["uuid"], nic)
+
+    def op_detach_interface(self, doc):
+        rec = self.record(doc["uuid"])
+        # (a server destroyed already has no NIC left to take out)
+        if rec is not None:
+            rec["nics"] = [n for n in rec["nics"] if n["port_id"] != doc["port_id"]]
+            self.save(rec)
+        # the veth goes with its tap end, wherever the host moved the other one
+        net.ip("-n", net.cloud_ns(self.cloud), "link", "del", net.tap_name(doc["port_id"]),
+               check=False)
 
     def op_attach_volume(self, doc):
         rec = self._require(doc["uuid"])

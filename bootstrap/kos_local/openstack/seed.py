@@ -125,24 +125,47 @@ def wait_services(conn, timeout=600):
     )
 
 
-def offer(conn, plan, host_image):
-    """Flavors, the hosts' image and the external network: what a cloud offers tenants."""
-    have = {f.name for f in conn.compute.flavors()}
-    for name, (vcpus, ram, disk) in FLAVORS.items():
-        if name not in have:
-            conn.compute.create_flavor(name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
-    manifest = json.dumps({"kos_host_image": [str(p) for p in host_image]}, sort_keys=True)
-    images = list(conn.image.images(name=IMAGE))
+def wait_load_balancers(conn, timeout=300):
+    """Until Octavia's API lists its providers (its services started last)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if list(conn.load_balancer.providers()):
+                return
+        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
+            last = f"{type(exc).__name__}: {str(exc)[:160]}"
+        time.sleep(2)
+    raise ConvergeError(
+        f"Octavia's API of the rehearsal cloud did not answer in {timeout}s ({last})",
+        fix="read /var/log/octavia in the cloud's disk (kos prints the path), then re-run "
+        "kos up",
+    )
+
+
+def host_image_in_glance(conn, name, stack, **attrs):
+    """Image ``name`` in Glance whose data is the manifest of the layer ``stack`` the
+    materialiser boots its servers from; an image of another manifest goes."""
+    manifest = json.dumps({"kos_host_image": [str(p) for p in stack]}, sort_keys=True)
+    images = list(conn.image.images(name=name))
     current = [i for i in images if (i.properties or {}).get("kos_manifest") == manifest]
     for old in images:
         if old not in current:
             conn.image.delete_image(old, ignore_missing=True)
     if not current:
         conn.image.create_image(
-            name=IMAGE, data=manifest.encode(), disk_format="raw", container_format="bare",
-            visibility="public", allow_duplicates=True, os_distro="debian", os_version="12",
-            kos_manifest=manifest,
-        )
+            name=name, data=manifest.encode(), disk_format="raw", container_format="bare",
+            allow_duplicates=True, kos_manifest=manifest, **attrs)
+
+
+def offer(conn, plan, host_image):
+    """Flavors, the hosts' image and the external network: what a cloud offers tenants."""
+    have = {f.name for f in conn.compute.flavors()}
+    for name, (vcpus, ram, disk) in FLAVORS.items():
+        if name not in have:
+            conn.compute.create_flavor(name=name, vcpus=vcpus, ram=ram, disk=disk, is_public=True)
+    host_image_in_glance(conn, IMAGE, host_image, visibility="public", os_distro="debian",
+                         os_version="12")
     net = conn.network.find_network(EXTERNAL)
     if net is None:
         net = conn.network.create_network(
@@ -171,7 +194,7 @@ def tenant(conn, name, password):
     else:
         user = identity.create_user(name=name, domain_id="default", password=password,
                                     default_project_id=project.id)
-    for role in ("member", "reader"):
+    for role in ("member", "reader", config.LB_MEMBER_ROLE):
         found = identity.find_role(role)
         if found:
             identity.assign_project_role_to_user(project, user, found)

@@ -65,3 +65,33 @@ resource "openstack_networking_subnet_v2" "private" {
     end   = cidrhost(var.private_cidr, -2)
   }
 }
+
+# The private hosts' way to the public subnet (the API load balancer's VIP): the router's own
+# port, announced by DHCP as a route, while their default route stays the bastion's.
+resource "openstack_networking_port_v2" "router_private" {
+  count          = var.route_public_via_router ? 1 : 0
+  name           = "${var.name_prefix}-router-private"
+  network_id     = openstack_networking_network_v2.private.id
+  admin_state_up = true
+  tags           = var.tags
+
+  fixed_ip {
+    subnet_id  = openstack_networking_subnet_v2.private.id
+    ip_address = var.router_private_ip
+  }
+}
+
+resource "openstack_networking_router_interface_v2" "private" {
+  count     = var.route_public_via_router ? 1 : 0
+  router_id = openstack_networking_router_v2.this.id
+  port_id   = openstack_networking_port_v2.router_private[0].id
+}
+
+resource "openstack_networking_subnet_route_v2" "public_via_router" {
+  count            = var.route_public_via_router ? 1 : 0
+  subnet_id        = openstack_networking_subnet_v2.private.id
+  destination_cidr = var.public_cidr
+  next_hop         = var.router_private_ip
+
+  depends_on = [openstack_networking_router_interface_v2.private]
+}

@@ -39,3 +39,13 @@ output "private_subnet" {
   description = "The private subnet, for tests and callers that need its attributes."
   value       = openstack_networking_subnet_v2.private
 }
+
+output "router_private_port" {
+  description = "The router's port on the private subnet (route_public_via_router), or null."
+  value       = one(openstack_networking_port_v2.router_private[*])
+}
+
+output "public_route" {
+  description = "The private subnet's route to the public one through the router, or null."
+  value       = try({ destination_cidr = openstack_networking_subnet_route_v2.public_via_router[0].destination_cidr, next_hop = openstack_networking_subnet_route_v2.public_via_router[0].next_hop }, null)
+}

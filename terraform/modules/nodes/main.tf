@@ -46,6 +46,19 @@ locals {
     local.cni[var.distribution].ports,
   )
 
+  # From load balancers. Services of type LoadBalancer: the cloud-controller-manager leaves
+  # the nodes' security groups alone (manage-security-groups is off), so the amphorae, whose
+  # member ports sit in the private network's DHCP pool, are let in to the NodePorts here
+  # (cloud-provider-openstack pkg/openstack/loadbalancer_sg.go opens the same ports). The
+  # API load balancer reaches the API port.
+  load_balancer_rules = merge(
+    {
+      "nodeports-tcp-lb" = { protocol = "tcp", min = 30000, max = 32767, cidr = var.load_balancer_cidr, description = "NodePort services (TCP) from load balancers" }
+      "nodeports-udp-lb" = { protocol = "udp", min = 30000, max = 32767, cidr = var.load_balancer_cidr, description = "NodePort services (UDP) from load balancers" }
+    },
+    { for cidr in var.api_load_balancer_sources : "api-lb-${cidr}" => { protocol = "tcp", min = var.api_port, max = var.api_port, cidr = cidr, description = "Kubernetes API from the API load balancer (${cidr})" } },
+  )
+
   # From outside, on k8s-cp-1's public or admin port only.
   edge_rules = merge(
     { for cidr in var.api_allowed_cidrs : "api-${cidr}" => { min = var.api_port, max = var.api_port, cidr = cidr, description = "Kubernetes API from ${cidr}" } },
@@ -117,6 +130,19 @@ resource "openstack_networking_secgroup_rule_v2" "pods" {
   direction         = "ingress"
   ethertype         = "IPv4"
   remote_ip_prefix  = var.pod_cidr
+}
+
+resource "openstack_networking_secgroup_rule_v2" "load_balancers" {
+  for_each = local.load_balancer_rules
+
+  security_group_id = openstack_networking_secgroup_v2.cluster.id
+  description       = each.value.description
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = each.value.protocol
+  port_range_min    = each.value.min
+  port_range_max    = each.value.max
+  remote_ip_prefix  = each.value.cidr
 }
 
 resource "openstack_networking_secgroup_v2" "edge" {

@@ -32,7 +32,15 @@ output "cluster_rules" {
     { for rule in openstack_networking_secgroup_rule_v2.pods : "pods" => {
       protocol = null, min = null, max = null, source = rule.remote_ip_prefix
     } },
+    { for name, rule in openstack_networking_secgroup_rule_v2.load_balancers : name => {
+      protocol = rule.protocol, min = rule.port_range_min, max = rule.port_range_max, source = rule.remote_ip_prefix
+    } },
   )
+}
+
+output "edge_rules" {
+  description = "What the edge security group (k8s-cp-1's outside port) lets in, by rule name: port range and source."
+  value       = { for name, rule in openstack_networking_secgroup_rule_v2.edge : name => { min = rule.port_range_min, max = rule.port_range_max, source = rule.remote_ip_prefix } }
 }
 
 output "security_group_ids" {

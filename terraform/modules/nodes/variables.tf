@@ -82,6 +82,17 @@ variable "api_allowed_cidrs" {
   default     = []
 }
 
+variable "api_load_balancer_sources" {
+  type        = list(string)
+  description = "CIDRs an API load balancer's traffic to the control planes comes from (empty: no load balancer); allowed to the API port on every node's private port."
+  default     = []
+}
+
+variable "load_balancer_cidr" {
+  type        = string
+  description = "Where Octavia's amphorae reach the nodes from (the DHCP pool of the private network): allowed to the NodePorts, which Services of type LoadBalancer forward to."
+}
+
 variable "ingress_allowed_cidrs" {
   type        = list(string)
   description = "CIDRs allowed to HTTP/HTTPS on the outside ports (public or admin)."

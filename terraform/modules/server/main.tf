@@ -44,13 +44,24 @@ locals {
 
   user_data = {
     for host, server in var.servers : host => templatefile("${path.module}/../../cloud-init/${server.template}.tftpl", merge(lookup(var.template_vars, host, {}), {
-      hostname           = host
-      fqdn               = local.fqdn[host]
-      domain             = var.cluster.cloud_init.domain
-      deploy_user        = var.cluster.cloud_init.deploy_user
-      ssh_public_keys    = var.cluster.cloud_init.ssh_public_keys
-      salt_master_ip     = var.cluster.cloud_init.salt_master_ip
-      salt_transport     = var.cluster.cloud_init.salt_transport
+      hostname        = host
+      fqdn            = local.fqdn[host]
+      domain          = var.cluster.cloud_init.domain
+      deploy_user     = var.cluster.cloud_init.deploy_user
+      ssh_public_keys = var.cluster.cloud_init.ssh_public_keys
+      salt_master_ip  = var.cluster.cloud_init.salt_master_ip
+      salt_transport  = var.cluster.cloud_init.salt_transport
+      # rejected_retry: a rebuilt server's new key is denied until kos forgets the old one;
+      # the minion keeps asking instead of exiting. acceptance_wait_time: how long a minion
+      # whose key is pending waits before it asks again (Salt's default is 10 s), so it
+      # answers within seconds of kos accepting its key.
+      minion_conf = yamlencode({
+        id                   = local.fqdn[host]
+        master               = var.cluster.cloud_init.salt_master_ip
+        rejected_retry       = true
+        transport            = var.cluster.cloud_init.salt_transport
+        acceptance_wait_time = 2
+      })
       hosts              = merge(var.cluster.cloud_init.hosts, { (host) = server.private.ip })
       root_password_hash = var.root_password_hash
       firstboot = templatefile("${path.module}/../../cloud-init/kos-firstboot.sh.tftpl", {

@@ -263,6 +263,13 @@ BAD = [
                  "out of range", id="asn"),
     pytest.param("kubeadm:haproxy:check_interval", 2, "kubeadm:haproxy:check_interval",
                  "quote it, e.g. 2s", id="haproxy-time-unquoted"),
+    pytest.param("kubeadm:ccm:lb_provider", "octavia", "kubeadm:ccm:lb_provider",
+                 "'octavia'", id="ccm-lb-provider"),
+    pytest.param("kubeadm:ccm:monitor_timeout", 9, "kubeadm:ccm:monitor_timeout",
+                 "9 s is longer than monitor_delay (5 s, the default)",
+                 id="ccm-monitor-timeout-above-delay"),
+    pytest.param("kos:api:load_balancer", "haproxy", "kos:api:load_balancer", "'haproxy'",
+                 id="api-load-balancer"),
 ]
 
 
@@ -422,3 +429,11 @@ def test_schema_uses_only_keywords_and_formats_the_walker_applies():
     visit(schema.SCHEMA)
     assert seen <= schema.KEYWORDS, seen - schema.KEYWORDS
     assert formats <= set(schema.FORMATS), formats - set(schema.FORMATS)
+
+
+def test_ovn_takes_only_source_ip_port():
+    data = with_value("kubeadm:ccm:lb_provider", "ovn")
+    assert check(data) == []
+    errors = check(with_value("kubeadm:ccm:lb_method", "ROUND_ROBIN", data))
+    assert errors == ["pillar key 'kubeadm:ccm:lb_method': ROUND_ROBIN is not an algorithm "
+                      "OVN's load balancer has; set SOURCE_IP_PORT, or leave it null"], errors

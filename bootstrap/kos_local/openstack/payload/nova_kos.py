@@ -46,7 +46,8 @@ CONSOLE_BYTES = 256 * 1024
 class KosDriver(fake.FakeDriver):
     capabilities = dict(
         fake.FakeDriver.capabilities,
-        supports_attach_interface=False,
+        # Octavia plugs an amphora into its load balancer's networks by attaching them
+        supports_attach_interface=True,
         supports_tagged_attach_interface=False,
         supports_multiattach=False,
         supports_evacuate=False,
@@ -121,18 +122,7 @@ class KosDriver(fake.FakeDriver):
                 if isinstance(data, str):
                     data = data.encode()
                 drive[path] = base64.b64encode(data).decode()
-        nics = [
-            {
-                "port_id": vif["id"],
-                "mac": vif["address"],
-                "devname": vif["devname"],
-                "network_id": vif["network"]["id"],
-                # the Linux bridge the port's tap joins (os-vif and libvirt's job on KVM)
-                "bridge": vif["network"].get("bridge"),
-                "mtu": vif["network"]["meta"].get("mtu"),
-            }
-            for vif in network_info or []
-        ]
+        nics = [_nic(vif) for vif in network_info or []]
         self._request(
             "spawn", instance,
             hostname=instance.hostname,
@@ -145,6 +135,14 @@ class KosDriver(fake.FakeDriver):
         )
         super().spawn(context, instance, image_meta, injected_files, admin_password,
                       allocations, network_info, block_device_info, power_on, accel_info)
+
+    def attach_interface(self, context, instance, image_meta, vif):
+        # answered once the NIC is in the running host, as a hot plug on KVM returns once
+        # the guest has the device
+        self._request("attach_interface", instance, nic=_nic(vif))
+
+    def detach_interface(self, context, instance, vif):
+        self._request("detach_interface", instance, port_id=vif["id"])
 
     def reboot(self, context, instance, network_info, reboot_type, block_device_info=None,
                bad_volumes_callback=None, accel_info=None):
@@ -207,3 +205,15 @@ class KosDriver(fake.FakeDriver):
                 return fh.read()
         except OSError:
             raise exception.ConsoleNotAvailable()
+
+
+def _nic(vif):
+    return {
+        "port_id": vif["id"],
+        "mac": vif["address"],
+        "devname": vif["devname"],
+        "network_id": vif["network"]["id"],
+        # the Linux bridge the port's tap joins (os-vif and libvirt's job on KVM)
+        "bridge": vif["network"].get("bridge"),
+        "mtu": vif["network"]["meta"].get("mtu"),
+    }

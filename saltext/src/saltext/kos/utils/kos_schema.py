@@ -218,6 +218,10 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
         "service_cidr": text("Service network; outside the other networks.", "cidr",
                              required=True, fix="set service_cidr in the Terraform variables "
                                                 "and apply (kos up)"),
+        "public_subnet_id": nullable(text("The public subnet's ID: Services' load balancers "
+                                          "go there (kubeadm:ccm:subnet_id).")),
+        "private_subnet_id": nullable(text("The private subnet's ID: their members are "
+                                           "there (kubeadm:ccm:member_subnet_id).")),
     }, required=True),
     "salt_master": section("The salt master.", {
         "id": text("Minion id of the salt master.", "minion-id", required=True),
@@ -244,8 +248,13 @@ KOS = section("Deployment facts written by Terraform, and kos operator settings.
                      key_fix="use the node's minion id: host.domain, lower case"),
     "first_control_plane": text("Minion id of the first control-plane node.", "minion-id",
                                 required=True),
-    "api": section("API server addresses added to the certificate SANs.", {
-        "floating_ip": nullable(text("Floating address of the first control plane.", "ip")),
+    "api": section("Where the API is reached (Terraform's api_load_balancer); every address "
+                   "here is in the API server's certificate.", {
+        "load_balancer": choice("What serves the API: octavia or none.", ["octavia", "none"]),
+        "vip": nullable(text("The load balancer's private address: the cluster's own "
+                             "endpoint (null: each node's local load balancer).", "ip")),
+        "floating_ip": nullable(text("Where operators reach the API: the load balancer's "
+                                     "floating IP, or the first control plane's.", "ip")),
         "admin_ip": nullable(text("Address on an admin network.", "ip")),
     }),
     "roles": listing("Derived by kos/derived.sls; do not set by hand.",
@@ -407,6 +416,11 @@ CCM_CREDENTIALS = s.DictItem(
     secret=True,
 )
 
+# cloud-provider-openstack's [LoadBalancer] lb-provider and lb-method values
+# (pkg/openstack/openstack.go; Octavia's pool lb_algorithm).
+LB_PROVIDERS = ("amphora", "ovn")
+LB_METHODS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
+
 KUBEADM = section("The kubeadm distribution.", {
     "version": text("kubernetesVersion.", "k8s-version"),
     "package_version": text("kubelet/kubeadm/kubectl package version.", "deb-version"),
@@ -490,7 +504,17 @@ KUBEADM = section("The kubeadm distribution.", {
         "public_network_name": nullable(text("Public network.")),
         "floating_network_id": nullable(text("Floating IP network.")),
         "subnet_id": nullable(text("LoadBalancer VIP subnet.")),
+        "member_subnet_id": nullable(text("LoadBalancer members' subnet.")),
+        "lb_provider": nullable(choice("Octavia provider of Services' load balancers.",
+                                       LB_PROVIDERS)),
+        "lb_method": nullable(choice("Pool algorithm (ovn takes SOURCE_IP_PORT only).",
+                                     LB_METHODS)),
+        "internal_lb": flag("Services' load balancers without a floating IP."),
         "create_monitor": flag("LoadBalancer health monitors."),
+        "monitor_delay": integer("Seconds between a monitor's checks.", 1, 3600),
+        "monitor_timeout": integer("Seconds a check may take.", 1, 3600),
+        "monitor_max_retries": integer("Good checks before a member is ONLINE.", 1, 10),
+        "monitor_max_retries_down": integer("Failed checks before a member is ERROR.", 1, 10),
         "instance_id_file": path("Where cloud-init left the server's UUID (kubelet provider ID)."),
         "credentials": CCM_CREDENTIALS,
     }),

@@ -225,6 +225,19 @@ def ccm_credentials_on_control_planes(view, error):
                   "set an application credential in this host's layer")
 
 
+@rule("kubeadm:ccm")
+def ccm_load_balancer_options_agree(view, error):
+    ccm = view.merged("kubeadm:ccm") or {}
+    if ccm.get("lb_provider") == "ovn" and ccm.get("lb_method") not in (None, "SOURCE_IP_PORT"):
+        error("kubeadm:ccm:lb_method", f"{ccm['lb_method']} is not an algorithm OVN's load "
+              "balancer has", "set SOURCE_IP_PORT, or leave it null")
+    if ccm.get("create_monitor") and (ccm.get("monitor_timeout") or 0) > (
+            ccm.get("monitor_delay") or 0):
+        error("kubeadm:ccm:monitor_timeout", f"{ccm['monitor_timeout']} s is longer than "
+              f"monitor_delay ({ccm['monitor_delay']} s{view.origin('kubeadm:ccm:monitor_delay')})",
+              "Octavia refuses a timeout above the delay: lower it or raise the delay")
+
+
 def _touches(problem_path, read):
     n = min(len(problem_path), len(read))
     return problem_path[:n] == read[:n]
