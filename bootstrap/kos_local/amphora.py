@@ -6,6 +6,13 @@ octavia/diskimage-create/elements: ``amphora-agent`` runs the agent as
 ``amphora-agent.service``, the name the user data Octavia sends restarts it by;
 ``rsyslog`` gives haproxy its log socket). cloud-init writes the agent's configuration and
 certificates from the config drive, as in any amphora. One cached layer.
+
+Debian's agent is Octavia Zed (11.0.0), whose ``InterfaceController.up`` sets the policy
+rules from whichever interface it brings up: plugging the members' network (a file without
+rules) deletes the VIP's ``from <VIP> lookup 1``, and answers to a client on the members'
+network then leave from the VIP's address through the members' port, where port security
+drops them. Later Octavia lets only the VIP's interface set rules
+(octavia/amphorae/backends/utils/interface.py, ``up``); the image does the same.
 """
 
 import os
@@ -14,7 +21,7 @@ from pathlib import Path
 from . import image as image_mod
 from . import rootfs
 
-RECIPE = 1
+RECIPE = 2
 PACKAGES = ("octavia-agent",)
 # octavia/diskimage-create/elements/amphora-agent/install.d/amphora-agent-source-install/
 # amphora-agent.service, with Debian's path to the agent.
@@ -49,6 +56,33 @@ MASKED_UNITS = (
     "cron.service", "anacron.service", "anacron.timer", "atd.service", "haveged.service",
     "pollinate.service", "apparmor.service", "networking.service",
 )
+INTERFACE_PY = "usr/lib/python3/dist-packages/octavia/amphorae/backends/utils/interface.py"
+RULES_UP = ("            self._routes_up(interface, ipr, idx)\n"
+            "            self._rules_up(interface, ipr, idx)\n")
+VIP_RULES_ONLY = ("            self._routes_up(interface, ipr, idx)\n"
+                  "            # only the VIP's interface file carries rules\n"
+                  "            if interface.rules:\n"
+                  "                self._rules_up(interface, ipr, idx)\n")
+
+
+def vip_rules_only(text):
+    """``interface.py`` with ``_rules_up`` for the VIP's interface only; None when the
+    text is not the release this edit was made for."""
+    if text.count(RULES_UP) != 1:
+        return None
+    return text.replace(RULES_UP, VIP_RULES_ONLY)
+
+
+def _vip_rules_only(build):
+    with build.stage("the VIP's policy rules kept"):
+        path = build.root / INTERFACE_PY
+        edited = vip_rules_only(path.read_text()) if path.exists() else None
+        if edited is None:
+            build.fail(f"/{INTERFACE_PY} is not the Octavia release kos edits (11.0.0): "
+                       "its InterfaceController.up changed")
+        path.write_text(edited)
+        for stale in (path.parent / "__pycache__").glob("interface.*.pyc"):
+            stale.unlink()
 
 
 def _steps(build):
@@ -75,6 +109,7 @@ def _steps(build):
         build.write("/etc/rsyslog.d/55-octavia-socket.conf", RSYSLOG_SOCKET)
         build.run("systemctl", f"--root={build.root}", "mask", *MASKED_UNITS)
         build.run("systemctl", f"--root={build.root}", "enable", "amphora-agent.service")
+    _vip_rules_only(build)
 
 
 def layer():

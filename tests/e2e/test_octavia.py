@@ -5,14 +5,16 @@ the management network, plugged into the cluster's networks by Nova's interface 
 Here a load balancer is made in the kubeadm cluster's project the way Terraform makes the
 API's (the VIP on the public subnet, a floating IP on it, members on the private subnet):
 in front of a NodePort of CoreDNS's health endpoint on every worker, it answers this
-machine through its floating IP, refuses a source outside its allowed_cidrs, and leaves no
-amphora, port or floating IP behind once deleted.
+machine through its floating IP, refuses a source outside its allowed_cidrs, keeps the VIP's
+policy rule once the members' network is plugged, and leaves no amphora, port or floating
+IP behind once deleted.
 """
 
 import time
 import urllib.request
 
 import pytest
+from kos_local import hosts as local_hosts
 from kos_local import net as local_net
 
 from tests.e2e.conftest import cloud
@@ -108,6 +110,12 @@ def test_an_amphora_load_balancer_answers_refuses_and_leaves_nothing(real, healt
         # one amphora, a host the materialiser booted, in the cloud's service project
         amphorae = [a.compute_id for a in admin.load_balancer.amphorae(loadbalancer_id=lb.id)]
         assert len(amphorae) == 1 and admin.compute.get_server(amphorae[0]).status == "ACTIVE"
+        # with the members' network plugged, answers from the VIP still leave by the VIP's
+        # own table (kos_local.amphora): a node on the members' network gets them
+        amphora = local_hosts.Machine(local_net.host_ns(cloud().name, amphorae[0]),
+                                      cloud().root / "hosts" / amphorae[0])
+        rules = amphora.run("ip", "netns", "exec", "amphora-haproxy", "ip", "rule").stdout
+        assert f"from {vip} lookup 1" in rules, rules
     finally:
         if fip is not None:
             conn.network.delete_ip(fip)

@@ -53,8 +53,12 @@ resource "openstack_lb_monitor_v2" "api" {
   max_retries_down = 2
 }
 
+# After the monitor: Octavia takes one change to a load balancer at a time, and a members
+# update sent while the monitor's create was in flight failed (Octavia Zed answered 400,
+# "TCP is not a valid option for type", from a database error).
 resource "openstack_lb_members_v2" "api" {
-  pool_id = openstack_lb_pool_v2.api.id
+  pool_id    = openstack_lb_pool_v2.api.id
+  depends_on = [openstack_lb_monitor_v2.api]
 
   dynamic "member" {
     for_each = var.members
