@@ -31,6 +31,8 @@ __virtualname__ = "kos_etcd"
 
 ETCD_TOOLS_DIR = "usr/local/bin"
 RESTORE_SUFFIX = ".kos-restore"
+# where kubeadm's etcd serves its clients on each control plane (--listen-client-urls)
+ETCD_CLIENT_PORT = 2379
 STOPPED_DIR = "kos-stopped-manifests"
 RESTORE_STOPS = ("kube-apiserver.yaml", "etcd.yaml")
 # What the Kubernetes documentation suggests for a restore into a cluster whose clients
@@ -107,7 +109,7 @@ def _etcd_ca_key(flags):
 
 def _etcd_client(flags):
     """etcdctl's flags to reach this node's own member with its own certificate."""
-    return ["--endpoints=https://127.0.0.1:2379", f"--cacert={flags['trusted-ca-file']}",
+    return [f"--endpoints=https://127.0.0.1:{ETCD_CLIENT_PORT}", f"--cacert={flags['trusted-ca-file']}",
             f"--cert={flags['cert-file']}", f"--key={flags['key-file']}"]
 
 
@@ -283,7 +285,7 @@ def control_plane_stopped(timeout=180, kube_dir=None):
             os.rename(os.path.join(manifests, name), os.path.join(aside, name))
             moved.append(name)
     api = _api_port(kube_dir)
-    _wait(lambda: not (_listening(2379) or _listening(api)), time.time() + float(timeout),
+    _wait(lambda: not (_listening(ETCD_CLIENT_PORT) or _listening(api)), time.time() + float(timeout),
           f"etcd or the API server still answers {timeout} s after their manifests left "
           f"{manifests}")
     return moved
@@ -324,7 +326,7 @@ def _etcd_healthy(kube_dir=None):
     _, flags = _static_pod("etcd", kube_dir)
     context = ssl.create_default_context(cafile=flags["trusted-ca-file"])
     context.load_cert_chain(flags["cert-file"], flags["key-file"])
-    conn = http.client.HTTPSConnection("127.0.0.1", 2379, context=context, timeout=5)
+    conn = http.client.HTTPSConnection("127.0.0.1", ETCD_CLIENT_PORT, context=context, timeout=5)
     try:
         conn.request("GET", "/health")
         return json.loads(conn.getresponse().read()).get("health") == "true"
