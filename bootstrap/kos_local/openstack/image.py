@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from .. import image as image_mod
-from . import config, octavia
+from . import config, octavia, octavia_zed
 
 HERE = Path(__file__).resolve().parent
 BASE_RECIPE = 1
@@ -85,7 +85,7 @@ def layer():
     return image_mod.Layer(
         "openstack", "the rehearsal cloud's OpenStack image", _cloud_steps,
         parts=(RECIPE, image_mod.files_digest(HERE / "payload", HERE / "config.py",
-                                               HERE / "image.py")),
+                                               HERE / "image.py", HERE / "octavia_zed.py")),
         parent=base_layer(),
     )
 
@@ -109,6 +109,7 @@ def _cloud_steps(build):
         build.write(EBTABLES_WRAPPER, (HERE / "payload" / "ebtables_kos.py").read_text(), 0o755)
         build.chroot(*EBTABLES_ALTERNATIVE)
         build.chroot("update-alternatives", "--set", "ebtables", EBTABLES_WRAPPER)
+    octavia_zed.apply(build)
     with build.stage("configuration"):
         placeholder = {name: "set-per-cluster" for name in ("admin", *config.SERVICE_USERS)}
         write_config(build.write, placeholder, read=lambda p: (root / p.lstrip("/")).read_text())

@@ -1,0 +1,122 @@
+"""
+Services of type LoadBalancer through the real OpenStack cloud-controller-manager and the
+rehearsal cloud's real Octavia (issue 46, items 2 and 3). The CCM makes a Service's load
+balancer in one request, listener, pool, health monitor and members together: an amphora
+booted by the materialiser from the amphora image, plugged into the cluster's networks by
+Nova's interface attach, the VIP on the public subnet with a floating IP, the members on
+the private subnet. Here a Service in front of CoreDNS's health endpoint gets an address
+that answers this machine, refuses a source outside its ``loadBalancerSourceRanges``,
+keeps the VIP's policy rule once the members' network is plugged, and once deleted leaves
+no load balancer, amphora, port or floating IP behind.
+"""
+
+import time
+import urllib.request
+
+import pytest
+from kos_local import hosts as local_hosts
+from kos_local import net as local_net
+
+from tests.e2e.conftest import cloud
+from tests.e2e.test_real_kubernetes import kube_json, kubectl, wait_for
+
+pytestmark = pytest.mark.netns
+
+NAME = "kos-e2e-lb"
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {name: %s, namespace: kube-system}
+spec:
+  type: LoadBalancer
+  selector: {k8s-app: kube-dns}
+  loadBalancerSourceRanges: ["%s/32"]
+  ports: [{name: health, port: 8080, targetPort: 8080, protocol: TCP}]
+"""
+# cloud-provider-openstack pkg/openstack/loadbalancer.go: the annotation the CCM records
+# its load balancer's ID in
+LB_ID = "loadbalancer.openstack.org/load-balancer-id"
+# kubeadm labels its control planes so; the CCM leaves such nodes out of every pool
+# (k8s.io/cloud-provider, controllers/service)
+EXCLUDED = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+
+def answer(url):
+    try:
+        with urllib.request.urlopen(url, timeout=3) as res:
+            return res.read().decode().strip()
+    except OSError as exc:
+        return f"no answer: {exc}"
+
+
+def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real):
+    conn = real.conn()
+    admin = cloud().admin()
+    here = local_net.existing_plan(cloud().name).gateway
+    nodes = kube_json(real, "get", "nodes")["items"]
+    members_wanted = {a["address"] for n in nodes if EXCLUDED not in n["metadata"]["labels"]
+                      for a in n["status"]["addresses"] if a["type"] == "InternalIP"}
+    began = time.monotonic()
+    kubectl(real, "apply", "-f", "-", stdin=SERVICE % (NAME, here))
+    lb_id, amphorae, address = None, [], None
+    try:
+        def addressed():
+            svc = kube_json(real, "-n", "kube-system", "get", "service", NAME)
+            ingress = svc.get("status", {}).get("loadBalancer", {}).get("ingress")
+            events = kubectl(real, "-n", "kube-system", "get", "events", "--field-selector",
+                             f"involvedObject.name={NAME}", "-o",
+                             "custom-columns=R:.reason,M:.message", "--no-headers",
+                             check=False).stdout.strip().splitlines()
+            return bool(ingress), (svc, ingress) if ingress else events[-3:]
+        svc, ingress = wait_for("the Service's load balancer address", addressed,
+                                timeout=600, interval=5)
+        address = ingress[0]["ip"]
+        lb_id = svc["metadata"]["annotations"][LB_ID]
+        print(f"\nService LoadBalancer: {address} {time.monotonic() - began:.0f}s "
+              "after the Service was applied")
+
+        def through_it():
+            said = answer(f"http://{address}:8080/health")
+            return said == "OK", said
+        wait_for("CoreDNS's health through the Service's address", through_it, timeout=120)
+
+        lbs = conn.load_balancer
+        lb = lbs.get_load_balancer(lb_id)
+        assert lb.provisioning_status == "ACTIVE", lb.provisioning_status
+        [listener] = list(lbs.listeners(loadbalancer_id=lb_id))
+        assert listener.allowed_cidrs == [f"{here}/32"], listener.allowed_cidrs
+        [pool] = list(lbs.pools(loadbalancer_id=lb_id))
+        assert pool.health_monitor_id, "the CCM made the pool without a health monitor"
+        members = {m.address for m in lbs.members(pool)}
+        assert members == members_wanted, (members, members_wanted)
+        fip = next(conn.network.ips(floating_ip_address=address))
+        assert fip.port_id == lb.vip_port_id
+
+        # the bastion, on the VIP's own subnet, is no source the Service allows
+        refused = real.host("bastion").run("curl", "-s", "-m", "5",
+                                           f"http://{lb.vip_address}:8080/health", check=False)
+        assert refused.returncode != 0 and "OK" not in refused.stdout, refused
+        # one amphora, a host the materialiser booted, in the cloud's service project;
+        # with the members' network plugged, answers from the VIP still leave by the VIP's
+        # own table (kos_local.amphora)
+        amphorae = [a.compute_id for a in admin.load_balancer.amphorae(loadbalancer_id=lb_id)]
+        assert len(amphorae) == 1 and admin.compute.get_server(amphorae[0]).status == "ACTIVE"
+        amphora = local_hosts.Machine(local_net.host_ns(cloud().name, amphorae[0]),
+                                      cloud().root / "hosts" / amphorae[0])
+        rules = amphora.run("ip", "netns", "exec", "amphora-haproxy", "ip", "rule").stdout
+        assert f"from {lb.vip_address} lookup 1" in rules, rules
+    finally:
+        kubectl(real, "-n", "kube-system", "delete", "service", NAME, "--wait=true",
+                timeout=300, check=False)
+
+    lbs = conn.load_balancer
+    if lb_id:
+        wait_for("the Service's load balancer gone", lambda: (
+            lbs.find_load_balancer(lb_id) is None, "still there"), timeout=300)
+        left = [p.name or p.id for p in conn.network.ports()
+                if lb_id in (p.name or "") or (p.device_owner or "").startswith("Octavia")]
+        assert left == [], left
+    if address:
+        assert not list(conn.network.ips(floating_ip_address=address))
+    wait_for("the amphora's server gone", lambda: (
+        all(admin.compute.find_server(a) is None for a in amphorae), amphorae), timeout=180)
