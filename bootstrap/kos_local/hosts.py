@@ -159,12 +159,13 @@ class Machine:
         if create:
             for d in dirs:
                 for level in (d.parent, d):
-                    if not level.is_dir():
-                        level.mkdir()
-                        if (level / "cpuset.cpus").exists():
-                            # a new cpuset takes no task until it has CPUs and memory nodes
-                            for f in ("cpuset.cpus", "cpuset.mems"):
-                                (level / f).write_text((level.parent / f).read_text())
+                    level.mkdir(exist_ok=True)
+                    # A new cpuset takes no task until it has CPUs and memory nodes. The
+                    # materialiser boots servers side by side: a parent another boot has
+                    # just made may not have them yet, so each fills what is empty.
+                    for f in ("cpuset.cpus", "cpuset.mems"):
+                        if (level / f).exists() and not (level / f).read_text().strip():
+                            (level / f).write_text((level.parent / f).read_text())
         return dirs
 
     def remove_cgroups(self):

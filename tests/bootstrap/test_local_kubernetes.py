@@ -289,6 +289,20 @@ def test_a_kubelet_host_gets_cgroups_below_this_process(monkeypatch, tmp_path):
                            tmp_path / "cpu/kos-hosts/kos-test-host"]
 
 
+def test_a_host_fills_a_cpuset_parent_another_boot_made_but_not_filled(monkeypatch, tmp_path):
+    # the materialiser boots servers side by side: one made kos-hosts, the other finds it
+    # before its CPUs and memory nodes are in, and a cpuset without them takes no task
+    monkeypatch.setattr(hosts, "own_cgroups", lambda: [(str(tmp_path / "cpuset"), "/")])
+    root, parent = tmp_path / "cpuset", tmp_path / "cpuset/kos-hosts"
+    parent.mkdir(parents=True)
+    for f, value in (("cpuset.cpus", "0-1\n"), ("cpuset.mems", "0\n")):
+        (root / f).write_text(value)
+        (parent / f).write_text("\n")
+    [made] = hosts.Machine("kos-test-host", tmp_path / "host").cgroups(create=True)
+    assert made.is_dir()
+    assert [(parent / f).read_text() for f in ("cpuset.cpus", "cpuset.mems")] == ["0-1\n", "0\n"]
+
+
 def test_a_stopped_hosts_cgroups_go_with_what_its_kubelet_made_in_them(monkeypatch, tmp_path):
     monkeypatch.setattr(hosts, "own_cgroups",
                         lambda: [(str(tmp_path / "memory"), "/"), (str(tmp_path / "cpu"), "/")])
