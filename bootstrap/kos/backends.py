@@ -107,7 +107,8 @@ class OpenStackBackend(Backend):
         steps.run(
             "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
             lambda: cloud.wait_first_boot(
-                self.conn, inputs.cluster_name, record=trust.Consoles(self.state.path).update
+                self.conn, inputs.cluster_name, record=trust.Consoles(self.state.path).update,
+                booted=trust.Consoles(self.state.path).first_booted(),
             ),
             always=bool(replace),
         )

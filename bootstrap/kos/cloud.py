@@ -440,13 +440,15 @@ def read_master_consoles(conn, clusters):
     return found
 
 
-def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
+def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None, booted=()):
     """
     Until every server of the cluster has run its first boot, read from the console as an
     operator would (``openstack console log show``): the boot script's last line means done;
-    cloud-init's final message without it means the script failed. A cloud whose consoles
-    cannot be read is not waited for (the minions' keys are, later). What each console
-    printed about its keys goes to ``record`` (``{minion id: trust record}``).
+    cloud-init's final message without it means the script failed, unless the server booted
+    again since: its first boot's line further up the console, or on record (``booted``:
+    the IDs of servers whose first boot kos read before), says it ran. A cloud whose
+    consoles cannot be read is not waited for (the minions' keys are, later). What each
+    console printed about its keys goes to ``record`` (``{minion id: trust record}``).
     """
     from openstack import exceptions
 
@@ -480,6 +482,17 @@ def wait_first_boot(conn, cluster, timeout=1200, interval=3.0, record=None):
                 if missing:
                     addressless[server.name] = missing[1].split()
             elif CLOUD_INIT_DONE.format(fqdn=fqdn) in text:
+                # cloud-init runs at every boot, the first-boot script once per instance
+                if sid in booted:
+                    done.append(server.name)
+                    del pending[sid]
+                    continue
+                whole = conn.compute.get_server_console_output(sid).get("output") or ""
+                if FIRSTBOOT_DONE.format(fqdn=fqdn) in whole:
+                    records[fqdn] = console_record(conn, server, whole)
+                    done.append(server.name)
+                    del pending[sid]
+                    continue
                 raise ConvergeError(
                     f"the first boot of {server.name} failed (cloud-init finished without it)",
                     fix=f"read its console: openstack console log show {sid}",

@@ -132,6 +132,11 @@ class Consoles:
             ) from exc
         return doc.get("minions", {})
 
+    def first_booted(self):
+        """IDs of the servers whose first boot printed their marks on a console kos read."""
+        return {r["server_id"] for r in self.load().values()
+                if r.get("server_id") and has_marks(r)}
+
     def update(self, records):
         """
         Merge fresh readings. A reading of the same server that shows no marks (its console

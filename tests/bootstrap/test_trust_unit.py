@@ -233,6 +233,29 @@ def test_first_boot_records_each_servers_marks_reading_the_whole_console_when_ne
     assert ("s-1", None) in api.calls
 
 
+def test_a_server_booted_again_since_its_first_boot_is_not_a_failed_first_boot(tmp_path):
+    # an operator's reboot: cloud-init runs again, the first-boot script (once per
+    # instance) does not, and its line scrolls out of the console's tail
+    again = (CONSOLE + "\n".join(f"[ {i}.0] reboot noise" for i in range(500))
+             + f"\nkos: cloud-init finished on {FQDN} after 9.10 seconds\n")
+    conn, api = conn_of(server("s-1", "k8s-worker-1", again))
+    seen = {}
+    assert cloud.wait_first_boot(conn, "kos", interval=0, record=seen.update)["booted"] == [
+        "k8s-worker-1"]
+    assert seen[FQDN]["minion_keys"] == [FINGER] and ("s-1", None) in api.calls
+
+    # a console that no longer holds the first boot at all: what kos read of it then counts
+    truncated = f"kos: cloud-init finished on {FQDN} after 9.10 seconds\n"
+    conn, _ = conn_of(server("s-1", "k8s-worker-1", truncated))
+    with pytest.raises(ConvergeError, match="the first boot of k8s-worker-1 failed"):
+        cloud.wait_first_boot(conn, "kos", interval=0)
+    store = trust.Consoles(tmp_path)
+    store.update(seen)
+    assert store.first_booted() == {"s-1"}
+    assert cloud.wait_first_boot(conn, "kos", interval=0, booted=store.first_booted())[
+        "booted"] == ["k8s-worker-1"]
+
+
 def test_a_top_master_finds_the_syndic_clusters_masters_and_their_consoles():
     dev = server("s-9", "salt", CONSOLE.replace(FQDN, "salt.dev.internal"))
     dev.metadata = {"kos_cluster": "kos-dev", "kos_role": "salt_master",
