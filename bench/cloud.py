@@ -60,7 +60,12 @@ PHASES = {
 
 def cloud_processes(cloud=NAME):
     """The /proc entries of every process of the cloud machine (its PID namespace)."""
-    machine = hosts.Machine(net.cloud_ns(cloud), "/nonexistent")
+    return machine_processes(net.cloud_ns(cloud))
+
+
+def machine_processes(name):
+    """The /proc entries of every process of the machine ``name`` (its PID namespace)."""
+    machine = hosts.Machine(name, "/nonexistent")
     pid1 = machine.pid1()
     if not pid1:
         return []
@@ -77,7 +82,12 @@ def cloud_processes(cloud=NAME):
 
 def cloud_memory(cloud=NAME):
     """RSS and PSS (MiB) of every process of the cloud machine (its PID namespace)."""
-    procs = cloud_processes(cloud)
+    return machine_memory(net.cloud_ns(cloud))
+
+
+def machine_memory(name):
+    """RSS and PSS (MiB) of every process of the machine ``name`` (its PID namespace)."""
+    procs = machine_processes(name)
     if not procs:
         return None
     rss = pss = 0

@@ -47,6 +47,7 @@ CLUSTERS = {
         "kubernetes_distribution": "kubeadm",
         "num_control_plane": 3,
         "num_kube_nodes": 5,
+        "api_load_balancer": "octavia",
         "public_cidr": "10.248.0.0/24",
         "private_cidr": "10.249.0.0/24",
     },

@@ -208,7 +208,7 @@ def test_second_orchestration_changes_nothing(cluster):
     assert (doc["drift"], doc["states"], doc["keys"]) == (False, {}, []), doc
 
 
-def test_kubeconfig_points_at_the_first_control_plane(cluster):
+def test_kubeconfig_points_at_the_api_endpoint(cluster):
     res = cluster.kos("kubeconfig", *cluster.args, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     text = (cluster.state / "kubeconfig").read_text()

@@ -12,6 +12,7 @@ does: pods reach each other across nodes without NAT, and through a Service's na
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -145,15 +146,19 @@ def test_the_control_plane_etcd_coredns_and_kube_proxy_run(real):
     assert len(proxies) == real.values["num_kube_nodes"] and all(ready(p) for p in proxies)
 
 
+def etcdctl(cluster, via, *args):
+    """etcdctl in ``via``'s etcd Pod, against that member."""
+    return kubectl(cluster, "-n", "kube-system", "exec", f"etcd-{via}", "--", "etcdctl",
+                   "--endpoints=https://127.0.0.1:2379",
+                   "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+                   "--cert=/etc/kubernetes/pki/etcd/server.crt",
+                   "--key=/etc/kubernetes/pki/etcd/server.key", *args, check=False, via=via)
+
+
 def etcd_members(cluster, via="k8s-cp-1"):
     """``{name: ID}`` of etcd's members as ``via``'s member lists them (a member whose
     join never started it has no name: ""), or etcdctl's complaint."""
-    res = kubectl(cluster, "-n", "kube-system", "exec", f"etcd-{via}", "--", "etcdctl",
-                  "--endpoints=https://127.0.0.1:2379",
-                  "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
-                  "--cert=/etc/kubernetes/pki/etcd/server.crt",
-                  "--key=/etc/kubernetes/pki/etcd/server.key", "member", "list", "-w", "json",
-                  check=False, via=via)
+    res = etcdctl(cluster, via, "member", "list", "-w", "json")
     if res.returncode != 0:
         return res.stderr[-300:]
     return {m.get("name", ""): m["ID"] for m in json.loads(res.stdout).get("members", [])}
@@ -222,23 +227,121 @@ def test_a_service_answers_by_name_through_coredns_and_kube_proxy(real, probes):
         assert res.stdout.split()[0] in names, node
 
 
-def test_the_api_answers_through_the_local_haproxy_with_a_control_plane_off(real):
-    """Every node reaches the API through its own haproxy in front of every control plane:
-    with one control plane's server off (Nova), the first one's, a worker's kubelet
-    credential still gets through, and etcd keeps its quorum. The server stays off:
-    test_replace_node.py, next, rebuilds it as a dead server is rebuilt."""
-    conn = real.conn()
-    server = real.server("k8s-cp-1")
-    worker = real.host("k8s-worker-1")
-    conn.compute.stop_server(server)
-    conn.compute.wait_for_server(server, status="SHUTOFF", wait=180)
+class Probes:
+    """kubectl from this machine through the API's load balancer (the kubeconfig ``kos
+    kubeconfig`` wrote), one request at a time, in a thread of its own while servers stop:
+    what an operator's session sees. A read through etcd, not /readyz, which an API server
+    shutting down fails on purpose while it still serves requests."""
 
-    def through_haproxy():
+    def __init__(self, config, interval=0.5):
+        self.argv = [str(kubernetes.root(kubernetes.pinned_version()) / "bin" / "kubectl"),
+                     "--kubeconfig", str(config), "get", "namespace", "kube-system",
+                     "-o", "name", "--request-timeout=3s"]
+        self.interval = interval
+        self.results = []
+        self._stop = threading.Event()
+        self._thread = None
+
+    def one(self):
+        began = time.monotonic()
+        try:
+            ok = subprocess.run(self.argv, capture_output=True, timeout=10).returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        return began, time.monotonic() - began, ok
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.results.append(self.one())
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self.results, self._stop = [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def during(self, seconds):
+        """(start, duration, answered) of each probe for ``seconds``."""
+        with self:
+            time.sleep(seconds)
+        return self.results
+
+
+def failed_seconds(results):
+    """The time the probes that failed took, and the gaps after them: seconds without an
+    answer."""
+    lost = 0.0
+    for (start, took, ok), nxt in zip(results, results[1:] + [None]):
+        if not ok:
+            lost += (nxt[0] - start) if nxt else took
+    return lost
+
+
+def stop_and_probe(real, probes, name, settle=40):
+    """Stop ``name``'s server while the probes run, until ``settle`` seconds after it is
+    off; the load balancer must have taken it out of the pool by the end."""
+    conn = real.conn()
+    server = real.server(name)
+    with probes:
+        conn.compute.stop_server(server)
+        conn.compute.wait_for_server(server, status="SHUTOFF", wait=180)
+        time.sleep(settle)
+    results = probes.results
+    failed = [r for r in results if not r[2]]
+    print(f"\nAPI failover, {name} stopped: {len(failed)} of {len(results)} probes failed, "
+          f"{failed_seconds(results):.1f}s without an answer")
+    # every probe of the last 15 s answered
+    tail = [r for r in results if r[0] > results[-1][0] - 15]
+    assert tail and all(ok for _, _, ok in tail), (name, failed)
+    return server
+
+
+def test_the_api_answers_through_its_load_balancer_with_any_control_plane_off(real, tmp_path):
+    """The API's Octavia load balancer (api_load_balancer = "octavia"): kubectl from this
+    machine through its floating IP keeps answering while a control plane's server is off,
+    k8s-cp-3's (started again and back in the pool), then the first one's; in-cluster
+    clients (a worker's kubelet credential, through the VIP) too. The first server stays
+    off: test_replace_node.py, next, rebuilds it as a dead server is rebuilt."""
+    config = tmp_path / "kubeconfig"
+    res = real.kos("kubeconfig", *real.args, "--output", config, timeout=300)
+    assert res.returncode == 0, res.stderr[-1500:]
+    lb = real.outputs()["api_load_balancer"]
+    assert f"server: https://{lb['floating_ip']}:6443" in config.read_text()
+    probes = Probes(config)
+    assert all(ok for _, _, ok in probes.during(3)), "no answer before any stop"
+    conn = real.conn()
+    lbs = conn.load_balancer
+    pool = next(lbs.pools(loadbalancer_id=lb["id"]))
+
+    def online(name):
+        def member():
+            status = {m.name: m.operating_status for m in lbs.members(pool)}
+            return status.get(name) == "ONLINE", status
+        return member
+
+    server = stop_and_probe(real, probes, "k8s-cp-3")
+    wait_for("k8s-cp-3 out of the pool", lambda: (not online("k8s-cp-3")()[0], None), 60)
+    conn.compute.start_server(server)
+    conn.compute.wait_for_server(server, status="ACTIVE", wait=180)
+    wait_for("k8s-cp-3 back in the pool", online("k8s-cp-3"), timeout=300, interval=5)
+    # and back in etcd's quorum, which the first one's stop next leaves two members of three
+    wait_for("k8s-cp-3's etcd member healthy", lambda: (
+        etcdctl(real, "k8s-cp-3", "endpoint", "health").returncode == 0, None),
+        timeout=180, interval=5)
+
+    stop_and_probe(real, probes, "k8s-cp-1")
+    worker = real.host("k8s-worker-1")
+
+    def through_the_vip():
         res = worker.run("kubectl", "--kubeconfig", "/etc/kubernetes/kubelet.conf", "get",
                          "nodes", "-o", "name", "--request-timeout=10s", check=False,
                          timeout=60)
         return res.returncode == 0 and "node/k8s-cp-1" in res.stdout, res.stderr[-300:]
 
-    # a few answers in a row: haproxy has taken the stopped backend out
     for _ in range(5):
-        wait_for("the API through the worker's haproxy", through_haproxy, timeout=60)
+        wait_for("the API through the VIP from a worker", through_the_vip, timeout=60)

@@ -78,7 +78,7 @@ def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real
         def through_it():
             said = answer(f"http://{address}:8080/health")
             return said == "OK", said
-        wait_for("CoreDNS's health through the Service's address", through_it, timeout=120)
+        wait_for("CoreDNS's health through the Service's address", through_it, timeout=180)
 
         lbs = conn.load_balancer
         lb = lbs.get_load_balancer(lb_id)

@@ -52,14 +52,20 @@ def test_certificate_expiry_laid_out_as_the_stand_in_lays_it_out_on_a_joined_nod
                                             initialised=False)
 
 
-def test_tokens_as_the_stand_in_handles_them(first):
-    # kos's nodes join through their local haproxy: the controlPlaneEndpoint
-    scenarios.token_create_list_delete(first, "127.0.0.1:7443",
+def endpoint(cluster):
+    """The controlPlaneEndpoint kos's nodes join through: the API load balancer's VIP, or
+    each node's local haproxy."""
+    lb = cluster.outputs().get("api_load_balancer")
+    return f"{lb['vip']}:6443" if lb else "127.0.0.1:7443"
+
+
+def test_tokens_as_the_stand_in_handles_them(first, cluster):
+    scenarios.token_create_list_delete(first, endpoint(cluster),
                                        "/etc/kubernetes/kubeadm-config.yaml")
 
 
 def test_join_failures_as_the_stand_in_prints_them(first, cluster):
-    scenarios.join_failures(first, RealNode(cluster.host("k8s-worker-1")), "127.0.0.1:7443")
+    scenarios.join_failures(first, RealNode(cluster.host("k8s-worker-1")), endpoint(cluster))
 
 
 def test_a_malformed_init_configuration_as_the_stand_in_reads_it(cluster, first):

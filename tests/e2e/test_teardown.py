@@ -10,6 +10,7 @@ import yaml
 
 from kos_local import net as local_net
 from tests.e2e.conftest import admin, cloud, first_of_run, leftovers
+from tests.e2e.test_real_kubernetes import wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -38,6 +39,8 @@ def in_project(conn, project):
         "volumes": [v.name or v.id for v in conn.block_storage.volumes(all_projects=True,
                                                                         project_id=project)],
         "routers": [r.name for r in conn.network.routers(project_id=project)],
+        "load balancers": [lb.name for lb in conn.load_balancer.load_balancers(
+            project_id=project)],
         "networks": [n.name for n in conn.network.networks(project_id=project)],
         # all of them, filtered here: asked for one project's, Neutron makes its default group
         "security groups": [g.name for g in conn.network.security_groups()
@@ -57,6 +60,11 @@ def test_down_leaves_nothing_of_the_cluster_and_the_last_takes_the_cloud(cluster
     ours = {s.id for s in cluster.conn().compute.servers()}
     servers_of_others = {s.id for s in admin().compute.servers(all_projects=True)
                          if s.project_id != project}
+    # the amphorae are the load-balancer service's servers, in its own project
+    lbs = {lb.id for lb in admin().load_balancer.load_balancers(project_id=project)}
+    amphorae = {a.compute_id for a in admin().load_balancer.amphorae()
+                if a.loadbalancer_id in lbs and a.compute_id}
+    servers_of_others -= amphorae
 
     cluster.down = cluster.kos("down", *cluster.args, "--yes", timeout=900)
     assert cluster.down.returncode == 0, cluster.down.stderr[-3000:]
@@ -74,11 +82,16 @@ def test_down_leaves_nothing_of_the_cluster_and_the_last_takes_the_cloud(cluster
         assert in_project(conn, project) == {}
         assert conn.identity.find_project(cluster.name, domain_id="default") is None
         assert servers_of_others <= {s.id for s in conn.compute.servers(all_projects=True)}
+        assert not amphorae & {s.id for s in conn.compute.servers(all_projects=True)}
         assert "the rehearsal cloud stays up for" in cluster.down.stderr
         # and its servers' hosts are gone from this machine
         c = cloud()
-        assert not [i for i in ours if local_net.namespaces(local_net.host_ns(c.name, i))]
-        assert not [i for i in ours if (c.root / "hosts" / i).exists()]
+        def hosts_gone():
+            left = [i for i in ours | amphorae if (c.root / "hosts" / i).exists()
+                    or local_net.namespaces(local_net.host_ns(c.name, i))]
+            return not left, left
+        # the amphorae's go once Nova's delete, which Octavia's own flow sent, reaches them
+        wait_for("the servers' hosts gone from this machine", hosts_gone, timeout=120)
     else:
         # the last: the cloud went, and nothing of it stays on this machine
         assert "and the rehearsal cloud destroyed" in cluster.down.stderr

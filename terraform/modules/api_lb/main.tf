@@ -30,7 +30,12 @@ resource "openstack_lb_listener_v2" "api" {
   # logs -f and exec sessions; the API server ends its own watches well within an hour.
   timeout_client_data = local.ovn ? null : 3600000
   timeout_member_data = local.ovn ? null : 3600000
-  tags                = var.tags
+  # A stopped control plane answers no SYN: Octavia's haproxy waits this long before it
+  # tries again and, on its last retry, another member (its template's "retries 3" and
+  # "option redispatch"). At Octavia's default 5 s a request the dead member drew waited
+  # past kubectl's patience until the health monitor took it out.
+  timeout_member_connect = local.ovn ? null : 1000
+  tags                   = var.tags
 }
 
 resource "openstack_lb_pool_v2" "api" {
