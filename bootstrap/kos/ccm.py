@@ -21,6 +21,9 @@ from . import distributions
 from .errors import ConvergeError, InputError
 
 ROLES_NOT_GIVEN = {"admin"}
+# where the CCM records the ID of a Service's load balancer
+# (cloud-provider-openstack pkg/openstack/loadbalancer.go)
+SERVICE_LB_ANNOTATION = "loadbalancer.openstack.org/load-balancer-id"
 LAYER_MODE = "0600"
 CREDENTIALS_FIX = (
     "kos creates the cloud-controller-manager's application credential with your own "

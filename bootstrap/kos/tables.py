@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import ui
+from .ccm import SERVICE_LB_ANNOTATION
 
 
 def _converged_by(last):
@@ -57,10 +58,15 @@ def status(doc):
         if lb.get("error"):
             ui.warn(f"the Services' load balancers could not be read: {lb['error']}")
             continue
+        ns, _, name = (lb["service"] or "<namespace>/<service>").partition("/")
+        # the CCM finds a Service's load balancer by the ID it annotated the Service with
+        # and stops at "failed to get load balancer" once that one is gone
+        # (cloud-provider-openstack pkg/openstack/loadbalancer.go, ensureOctaviaLoadBalancer)
         ui.warn(f"load balancer {lb['name']} ({lb['id']}) of Service {lb['service'] or '?'} "
                 "is in ERROR, and the cloud-controller-manager does not recover it: delete it "
-                f"(openstack loadbalancer delete --cascade {lb['id']}) and the controller "
-                "makes a new one when it next syncs the Service")
+                f"(openstack loadbalancer delete --cascade {lb['id']}) and the Service's "
+                f"annotation of it (kubectl -n {ns} annotate service {name} {SERVICE_LB_ANNOTATION}-); the "
+                "controller makes a new one when it next syncs the Service")
     if doc.get("kubernetes_error"):
         ui.warn(f"Kubernetes membership unknown: {doc['kubernetes_error']}")
     if doc.get("salt_master_floating_ip") or doc.get("syndics"):

@@ -385,3 +385,5 @@ def test_status_names_a_services_load_balancer_left_in_error_with_the_fix(
     assert (f"load balancer kube_service_kos_default_web ({broken['id']}) of Service "
             "default/web is in ERROR") in said
     assert f"openstack loadbalancer delete --cascade {broken['id']}" in said
+    assert ("kubectl -n default annotate service web "
+            "loadbalancer.openstack.org/load-balancer-id-)") in said

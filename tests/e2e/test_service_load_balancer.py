@@ -14,6 +14,7 @@ import time
 import urllib.request
 
 import pytest
+from kos.ccm import SERVICE_LB_ANNOTATION
 from kos_local import hosts as local_hosts
 from kos_local import net as local_net
 
@@ -33,9 +34,6 @@ spec:
   loadBalancerSourceRanges: ["%s/32"]
   ports: [{name: health, port: 8080, targetPort: 8080, protocol: TCP}]
 """
-# cloud-provider-openstack pkg/openstack/loadbalancer.go: the annotation the CCM records
-# its load balancer's ID in
-LB_ID = "loadbalancer.openstack.org/load-balancer-id"
 # kubeadm labels its control planes so; the CCM leaves such nodes out of every pool
 # (k8s.io/cloud-provider, controllers/service)
 EXCLUDED = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -71,7 +69,7 @@ def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real
         svc, ingress = wait_for("the Service's load balancer address", addressed,
                                 timeout=600, interval=5)
         address = ingress[0]["ip"]
-        lb_id = svc["metadata"]["annotations"][LB_ID]
+        lb_id = svc["metadata"]["annotations"][SERVICE_LB_ANNOTATION]
         print(f"\nService LoadBalancer: {address} {time.monotonic() - began:.0f}s "
               "after the Service was applied")
 
