@@ -80,7 +80,7 @@ def until(probe, timeout, interval=1.0):
 
 def api_lb(conn):
     lb = next(conn.load_balancer.load_balancers(name=f"{CLUSTER}-api"))
-    listener = next(conn.load_balancer.listeners(loadbalancer_id=lb.id))
+    listener = conn.load_balancer.get_listener(lb.listeners[0]["id"])
     seconds = (datetime.fromisoformat(listener.created_at)
                - datetime.fromisoformat(lb.created_at)).total_seconds()
     return {"api_lb_create_s": seconds}, lb
@@ -116,7 +116,7 @@ def service(config):
 
 def failover(conn, config, lb):
     probes = Probes(config)
-    pool = next(conn.load_balancer.pools(loadbalancer_id=lb.id))
+    pool = lb.pools[0]["id"]
     rows = {}
     for name in ("k8s-cp-3", "k8s-cp-2", "k8s-cp-1"):
         server = conn.compute.find_server(f"{CLUSTER}-{name}")

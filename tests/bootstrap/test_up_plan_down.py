@@ -387,3 +387,27 @@ def test_status_names_a_services_load_balancer_left_in_error_with_the_fix(
     assert f"openstack loadbalancer delete --cascade {broken['id']}" in said
     assert ("kubectl -n default annotate service web "
             "loadbalancer.openstack.org/load-balancer-id-)") in said
+
+
+def test_status_reads_the_api_pool_from_its_own_load_balancer():
+    """Octavia's pool list takes no load balancer filter: the API's members are those of
+    the pools its load balancer names, never a Service's beside it."""
+    from types import SimpleNamespace
+
+    from kos.steps import status
+
+    def member(name, ip):
+        return SimpleNamespace(name=name, address=ip, operating_status="ONLINE")
+    members = {"p-api": [member("k8s-cp-1", "10.0.0.20")],
+               "p-svc": [member("k8s-worker-1", "10.0.0.30")]}
+    octavia = SimpleNamespace(
+        get_load_balancer=lambda ident: SimpleNamespace(
+            provisioning_status="ACTIVE", operating_status="ONLINE", pools=[{"id": "p-api"}]),
+        # every pool of the project, whatever filter it is asked with
+        pools=lambda **query: [SimpleNamespace(id=p) for p in members],
+        members=lambda pool: members[getattr(pool, "id", pool)])
+    dep = SimpleNamespace(project=lambda: SimpleNamespace(load_balancer=octavia))
+    outputs = {"api_load_balancer": {"id": "lb-api", "vip": "10.0.0.9",
+                                     "floating_ip": "203.0.113.9"}}
+    found = status.api_endpoint(dep, outputs)["load_balancer"]
+    assert found["members"] == {"k8s-cp-1": "ONLINE"} and found["problem"] is None

@@ -316,11 +316,11 @@ def test_the_api_answers_through_its_load_balancer_with_any_control_plane_off(re
     assert all(ok for _, _, ok in probes.during(3)), "no answer before any stop"
     conn = real.conn()
     lbs = conn.load_balancer
-    pool = next(lbs.pools(loadbalancer_id=lb["id"]))
+    [pool] = lbs.get_load_balancer(lb["id"]).pools
 
     def online(name):
         def member():
-            status = {m.name: m.operating_status for m in lbs.members(pool)}
+            status = {m.name: m.operating_status for m in lbs.members(pool["id"])}
             return status.get(name) == "ONLINE", status
         return member
 

@@ -10,6 +10,7 @@ keeps the VIP's policy rule once the members' network is plugged, and once delet
 no load balancer, amphora, port or floating IP behind.
 """
 
+import json
 import time
 import urllib.request
 
@@ -81,14 +82,22 @@ def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real
         lbs = conn.load_balancer
         lb = lbs.get_load_balancer(lb_id)
         assert lb.provisioning_status == "ACTIVE", lb.provisioning_status
-        [listener] = list(lbs.listeners(loadbalancer_id=lb_id))
+        # Octavia's listener and pool lists take no load balancer filter: the load
+        # balancer names its own
+        [listener] = [lbs.get_listener(x["id"]) for x in lb.listeners]
         assert listener.allowed_cidrs == [f"{here}/32"], listener.allowed_cidrs
-        [pool] = list(lbs.pools(loadbalancer_id=lb_id))
+        [pool] = [lbs.get_pool(x["id"]) for x in lb.pools]
         assert pool.health_monitor_id, "the CCM made the pool without a health monitor"
         members = {m.address for m in lbs.members(pool)}
         assert members == members_wanted, (members, members_wanted)
         fip = next(conn.network.ips(floating_ip_address=address))
         assert fip.port_id == lb.vip_port_id
+
+        # kos status reads the API's pool from its own load balancer, this one beside it
+        res = real.kos("status", *real.args, "--json", timeout=300)
+        api = json.loads(res.stdout)["api_endpoint"]["load_balancer"]
+        assert api["members"] == dict.fromkeys(["k8s-cp-1", "k8s-cp-2", "k8s-cp-3"],
+                                               "ONLINE"), (api, res.stderr[-1000:])
 
         # the bastion, on the VIP's own subnet, is no source the Service allows
         refused = real.host("bastion").run("curl", "-s", "-m", "5",
@@ -97,7 +106,8 @@ def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real
         # one amphora, a host the materialiser booted, in the cloud's service project;
         # with the members' network plugged, answers from the VIP still leave by the VIP's
         # own table (kos_local.amphora)
-        amphorae = [a.compute_id for a in admin.load_balancer.amphorae(loadbalancer_id=lb_id)]
+        amphorae = [a.compute_id for a in admin.load_balancer.amphorae()
+                    if a.loadbalancer_id == lb_id]
         assert len(amphorae) == 1 and admin.compute.get_server(amphorae[0]).status == "ACTIVE"
         amphora = local_hosts.Machine(local_net.host_ns(cloud().name, amphorae[0]),
                                       cloud().root / "hosts" / amphorae[0])

@@ -43,10 +43,12 @@ def api_endpoint(dep, outputs):
             raise LookupError("no OpenStack project to ask (an outputs file)")
         got = conn.load_balancer.get_load_balancer(lb["id"])
         found.update(provisioning=got.provisioning_status, operating=got.operating_status)
+        # its own pools, from the load balancer: Octavia's pool list takes no load
+        # balancer filter and would add every Service's
         found["members"] = {
             m.name or m.address: m.operating_status
-            for pool in conn.load_balancer.pools(loadbalancer_id=lb["id"])
-            for m in conn.load_balancer.members(pool)
+            for pool in got.pools or []
+            for m in conn.load_balancer.members(pool["id"])
         }
     except Exception as exc:  # noqa: BLE001 - status reports what it could not read
         found["error"] = " ".join(str(exc).split())
