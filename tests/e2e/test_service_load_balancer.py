@@ -121,8 +121,10 @@ def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real
     if lb_id:
         wait_for("the Service's load balancer gone", lambda: (
             lbs.find_load_balancer(lb_id) is None, "still there"), timeout=300)
+        # its VIP port (named by the load balancer) and its amphora's (by the server), not
+        # the API load balancer's beside it
         left = [p.name or p.id for p in conn.network.ports()
-                if lb_id in (p.name or "") or (p.device_owner or "").startswith("Octavia")]
+                if lb_id in (p.name or "") or p.device_id in amphorae]
         assert left == [], left
     if address:
         assert not list(conn.network.ips(floating_ip_address=address))
