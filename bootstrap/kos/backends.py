@@ -104,11 +104,12 @@ class OpenStackBackend(Backend):
 
         steps.run("terraform-apply", fp, title,
                   lambda: self._with_faults(apply, inputs.cluster_name), always=bool(replace))
+        consoles = trust.Consoles(self.state.path)
         steps.run(
             "first-boot", fp, "every server's first boot (cloud-init, read from its console)",
             lambda: cloud.wait_first_boot(
-                self.conn, inputs.cluster_name, record=trust.Consoles(self.state.path).update,
-                booted=trust.Consoles(self.state.path).first_booted(),
+                self.conn, inputs.cluster_name, record=consoles.update,
+                booted=consoles.first_booted(),
             ),
             always=bool(replace),
         )

@@ -68,21 +68,12 @@ VIP_RULES_ONLY = ("            self._routes_up(interface, ipr, idx)\n"
 def vip_rules_only(text):
     """``interface.py`` with ``_rules_up`` for the VIP's interface only; None when the
     text is not the release this edit was made for."""
-    if text.count(RULES_UP) != 1:
-        return None
-    return text.replace(RULES_UP, VIP_RULES_ONLY)
+    return image_mod.edited(text, RULES_UP, VIP_RULES_ONLY)
 
 
 def _vip_rules_only(build):
-    with build.stage("the VIP's policy rules kept"):
-        path = build.root / INTERFACE_PY
-        edited = vip_rules_only(path.read_text()) if path.exists() else None
-        if edited is None:
-            build.fail(f"/{INTERFACE_PY} is not the Octavia release kos edits (11.0.0): "
-                       "its InterfaceController.up changed")
-        path.write_text(edited)
-        for stale in (path.parent / "__pycache__").glob("interface.*.pyc"):
-            stale.unlink()
+    image_mod.edit_python(build, "the VIP's policy rules kept",
+                          [(INTERFACE_PY, RULES_UP, VIP_RULES_ONLY)], "Octavia release 11.0.0")
 
 
 def _steps(build):

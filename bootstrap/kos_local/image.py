@@ -313,6 +313,31 @@ def _remove_tree(path):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def edited(text, shipped, fixed):
+    """``text`` with ``shipped`` replaced by ``fixed``; None unless ``shipped`` occurs
+    exactly once (other code than the edit was made for)."""
+    if text.count(shipped) != 1:
+        return None
+    return text.replace(shipped, fixed)
+
+
+def edit_python(build, step, edits, release):
+    """The ``(path, shipped, fixed)`` edits of Python files in the image ``build`` makes, at
+    ``step``, their stale bytecode removed; none of them, and the build stopped, unless each
+    finds its text (that of ``release``)."""
+    with build.stage(step):
+        texts = {}
+        for rel, shipped, fixed in edits:
+            path = build.root / rel
+            texts[path] = edited(path.read_text(), shipped, fixed) if path.exists() else None
+            if texts[path] is None:
+                build.fail(f"/{rel} is not the {release} kos edits: its text changed")
+        for path, text in texts.items():
+            path.write_text(text)
+            for stale in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
+                stale.unlink()
+
+
 def files_digest(*paths):
     """Digest of files (or every file below directories) a layer copies in."""
     digest = hashlib.sha256()

@@ -6,7 +6,7 @@ whose code differs stops the build, named.
 """
 
 import pytest
-from kos_local.image import Build, BuildFailed
+from kos_local.image import Build, BuildFailed, edited
 from kos_local.openstack import image as cloud_image
 from kos_local.openstack import octavia_zed
 
@@ -69,7 +69,7 @@ def test_the_load_balancers_flow_is_built_with_its_listeners():
     [(flow, kwargs)] = run_flow(ZED_RUN_FLOW)
     assert flow == ("flow", "SINGLE", None) and "listeners" in kwargs
 
-    [(flow, kwargs)] = run_flow(octavia_zed.edited(ZED_RUN_FLOW, octavia_zed.RUN_FLOW,
+    [(flow, kwargs)] = run_flow(edited(ZED_RUN_FLOW, octavia_zed.RUN_FLOW,
                                                    octavia_zed.RUN_FLOW_FIXED))
     assert flow == ("flow", "SINGLE", [{"protocol_port": 80}])
     assert kwargs == {"store": {"loadbalancer_id": "lb-1"}}
@@ -116,7 +116,7 @@ def missing_inputs(text):
 
 def test_the_listeners_flow_has_the_amphorae_network_configuration():
     assert missing_inputs(ZED_LISTENERS_FLOW) == {"amphorae_network_config"}
-    assert missing_inputs(octavia_zed.edited(ZED_LISTENERS_FLOW, octavia_zed.POST_PLUG,
+    assert missing_inputs(edited(ZED_LISTENERS_FLOW, octavia_zed.POST_PLUG,
                                              octavia_zed.POST_PLUG_FIXED)) == set()
 
 

@@ -18,6 +18,8 @@ Each edit is made only on the text it was written for; any other text stops the 
 build at the step, named.
 """
 
+from ..image import edit_python
+
 SITE = "usr/lib/python3/dist-packages/octavia/controller/worker/v2"
 WORKER_PY = f"{SITE}/controller_worker.py"
 FLOWS_PY = f"{SITE}/flows/load_balancer_flows.py"
@@ -51,26 +53,7 @@ POST_PLUG_FIXED = ("        flows.append(\n"
 EDITS = ((WORKER_PY, RUN_FLOW, RUN_FLOW_FIXED), (FLOWS_PY, POST_PLUG, POST_PLUG_FIXED))
 
 
-def edited(text, shipped, fixed):
-    """``text`` with ``shipped`` replaced by ``fixed``; None unless ``shipped`` occurs
-    exactly once (another release)."""
-    if text.count(shipped) != 1:
-        return None
-    return text.replace(shipped, fixed)
-
-
 def apply(build):
-    """The edits in the image ``build`` makes, with their stale bytecode removed; none
-    of them unless all apply."""
-    with build.stage("Octavia's fully populated load balancers"):
-        texts = {}
-        for rel, shipped, fixed in EDITS:
-            path = build.root / rel
-            texts[path] = edited(path.read_text(), shipped, fixed) if path.exists() else None
-            if texts[path] is None:
-                build.fail(f"/{rel} is not the Octavia release kos edits (11.0.0): "
-                           "its text changed")
-        for path, text in texts.items():
-            path.write_text(text)
-            for stale in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
-                stale.unlink()
+    """The edits, in the image ``build`` makes."""
+    edit_python(build, "Octavia's fully populated load balancers", EDITS,
+                "Octavia release 11.0.0")
