@@ -121,12 +121,15 @@ def test_a_service_of_type_load_balancer_answers_refuses_and_leaves_nothing(real
     if lb_id:
         wait_for("the Service's load balancer gone", lambda: (
             lbs.find_load_balancer(lb_id) is None, "still there"), timeout=300)
-        # its VIP port (named by the load balancer) and its amphora's (by the server), not
-        # the API load balancer's beside it
-        left = [p.name or p.id for p in conn.network.ports()
-                if lb_id in (p.name or "") or p.device_id in amphorae]
-        assert left == [], left
-    if address:
-        assert not list(conn.network.ips(floating_ip_address=address))
     wait_for("the amphora's server gone", lambda: (
         all(admin.compute.find_server(a) is None for a in amphorae), amphorae), timeout=180)
+    if lb_id:
+        # its VIP port (named by the load balancer) and its amphora's (by the server), not
+        # the API load balancer's beside it; Nova deletes the ports it made for the amphora
+        # only as it deletes the server, after Octavia calls the load balancer gone
+        wait_for("the Service's ports gone", lambda: (
+            not (left := [p.name or p.id for p in conn.network.ports()
+                          if lb_id in (p.name or "") or p.device_id in amphorae]), left),
+            timeout=60)
+    if address:
+        assert not list(conn.network.ips(floating_ip_address=address))
