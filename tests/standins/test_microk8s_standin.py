@@ -12,6 +12,8 @@ import os
 import platform
 import random
 import re
+import socket
+import ssl
 import subprocess
 import sys
 import tarfile
@@ -689,6 +691,55 @@ def _ids(a):
     text = a.data("var/kubernetes/backend/cluster.yaml").read_text()
     ids = re.findall(r"ID: (\d+)", text)
     return {"ia": ids[0], "ib": ids[1]}
+
+
+def api_get(node, path, sans=None):
+    """GET path from the node's --secure-port, the server's name checked against the node's
+    certificate as kubectl checks it (the cluster CA, the address dialled); the certificate's
+    IP addresses go into ``sans``."""
+    ctx = ssl.create_default_context(cafile=str(node.data("certs/ca.crt")))
+    with socket.create_connection((node.ip, 16443), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=node.ip) as tls:
+            if sans is not None:
+                sans.extend(v for k, v in tls.getpeercert()["subjectAltName"] if k == "IP Address")
+            tls.sendall("GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n".format(
+                path, node.ip).encode())
+            reply = b""
+            while chunk := tls.recv(65536):
+                reply += chunk
+    head, _, body = reply.decode().partition("\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_a_control_plane_serves_the_apis_public_endpoints_and_a_worker_does_not(make_node):
+    a, b = make_node("node-a", 2), make_node("node-b", 3)
+    write_hosts(a, b)
+    for n in (a, b):
+        n.set_bind()
+    for path in ("/livez", "/readyz", "/healthz"):
+        assert api_get(a, path) == (200, "ok")
+    status, body = api_get(a, "/version")
+    assert status == 200 and json.loads(body) == {
+        "major": "1", "minor": "31", "gitVersion": "v1.31.9", "platform": "linux/amd64"}
+    status, body = api_get(a, "/api/v1/namespaces")
+    assert status == 404 and json.loads(body)["kind"] == "Status"
+
+    # refresh-certs with an address added to csr.conf.template: the new certificate is served
+    template = a.data("certs/csr.conf.template")
+    template.write_text(template.read_text().replace("#MOREIPS", "IP.9 = 192.0.2.9\n#MOREIPS"))
+    assert a.mk("refresh-certs", "-e", "server.crt").returncode == 0
+    sans = []
+    assert api_get(a, "/readyz", sans) == (200, "ok") and "192.0.2.9" in sans, sans
+
+    # a worker's port is its apiserver proxy, not run here; a stopped node serves nothing
+    assert b.mk("join", a.join_string(), "--worker").returncode == 0
+    with pytest.raises(ConnectionRefusedError):
+        api_get(b, "/readyz")
+    assert a.snap("stop", "microk8s").returncode == 0
+    with pytest.raises(ConnectionRefusedError):
+        api_get(a, "/readyz")
+    assert a.snap("start", "microk8s").returncode == 0
+    assert api_get(a, "/version")[0] == 200
 
 
 def test_join_failures_and_token_semantics(make_node):

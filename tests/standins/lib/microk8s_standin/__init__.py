@@ -4,8 +4,10 @@ Every message, exit code and file follows the snap's own scripts
 (https://github.com/canonical/microk8s: microk8s-resources/wrappers, scripts/wrappers), snapd's
 `snap` client (https://github.com/canonical/snapd/tree/master/cmd/snap) and, for
 cordon/uncordon/drain, kubectl (https://github.com/kubernetes/kubectl/tree/v0.31.0/pkg/drain).
-Kubernetes does not run here; only the CLI surface, the state files and the cluster-agent
-join protocol (HTTPS on the node's cluster-agent address) are reproduced.
+Kubernetes does not run here; only the CLI surface, the state files, the cluster-agent
+join protocol (HTTPS on the node's cluster-agent address) and, on control planes, the API
+server's unauthenticated endpoints (/livez, /readyz, /healthz, /version on --secure-port,
+with the node's server certificate) are reproduced.
 
 Conventions other code relies on:
 

@@ -248,6 +248,43 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._reply(200, resp)
 
 
+class ApiHandler(http.server.BaseHTTPRequestHandler):
+    """The kube-apiserver's endpoints anyone may read: the health checks
+    (https://kubernetes.io/docs/reference/using-api/health-checks/) and /version, which the
+    system:public-info-viewer ClusterRole grants to unauthenticated clients. Nothing else of
+    the API is reproduced: a client sees the server microk8s runs on --secure-port (its
+    certificate from csr.conf, through load balancers and floating IPs), not a cluster."""
+
+    timeout = 30
+    protocol_version = "HTTP/1.1"
+
+    def _reply(self, status, body, content_type):
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path in ("/livez", "/readyz", "/healthz"):
+            return self._reply(200, "ok", "text/plain; charset=utf-8")
+        if path == "/version":
+            version = _version()
+            major, minor = (version.lstrip("v").split(".") + ["", ""])[:2]
+            return self._reply(200, json.dumps({
+                "major": major, "minor": minor, "gitVersion": version,
+                "platform": "linux/amd64"}, indent=2), "application/json")
+        self._reply(404, json.dumps({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the kos stand-in serves only /livez, /readyz, /healthz and /version",
+            "reason": "NotFound", "code": 404}), "application/json")
+
+    def log_message(self, *args):
+        pass
+
+
 class _Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     daemon_threads = True
@@ -255,6 +292,19 @@ class _Server(http.server.ThreadingHTTPServer):
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
+
+
+def _listen(host, port, handler):
+    """An HTTPS server with the node's server certificate; a wildcard address binds the
+    node's own (KOS_STANDIN_IP) when one is set."""
+    host = host.strip("[]")
+    if host in ("0.0.0.0", "", "::") and os.environ.get("KOS_STANDIN_IP"):
+        host = os.environ["KOS_STANDIN_IP"]
+    server = (_Server6 if ":" in host else _Server)((host, int(port)), handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki.certs("server.crt"), pki.certs("server.key"))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+    return server
 
 
 def serve(root, ready_fd):
@@ -274,14 +324,13 @@ def serve(root, ready_fd):
     try:
         bind = common.get_arg("cluster-agent", "--bind") or "0.0.0.0:25000"
         host, port = bind.rsplit(":", 1)
-        host = host.strip("[]")
-        if host in ("0.0.0.0", "", "::") and os.environ.get("KOS_STANDIN_IP"):
-            host = os.environ["KOS_STANDIN_IP"]
-        cls = _Server6 if ":" in host else _Server
-        server = cls((host, int(port)), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(pki.certs("server.crt"), pki.certs("server.key"))
-        server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+        servers = [_listen(host, port, Handler)]
+        # kubelite serves the API on control planes; a worker's 16443 is the apiserver
+        # proxy to them, which this stand-in does not run
+        if not os.path.exists(common.lock("clustered.lock")):
+            servers.append(_listen(common.get_arg("kube-apiserver", "--bind-address") or "0.0.0.0",
+                                   common.get_arg("kube-apiserver", "--secure-port") or "16443",
+                                   ApiHandler))
     except Exception as e:
         sys.stderr.write("{} cannot start: {}\n".format(PROCESS_TAG, e))
         report("error: {}".format(e))
@@ -291,9 +340,10 @@ def serve(root, ready_fd):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    sys.stderr.write("{} listening on {}:{}\n".format(PROCESS_TAG, host, port))
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stderr.write("{} listening on {}\n".format(
+        PROCESS_TAG, ", ".join("{}:{}".format(*s.server_address[:2]) for s in servers)))
     sys.stderr.flush()
     report("ok")
     # Exit once the pidfile is gone or taken over, so deleted test roots leave no daemons behind.
