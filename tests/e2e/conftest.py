@@ -39,6 +39,7 @@ CLUSTERS = {
         "kubernetes_distribution": "microk8s",
         "num_control_plane": 1,
         "num_kube_nodes": 3,
+        "api_load_balancer": "octavia",
         "public_cidr": "10.246.0.0/24",
         "private_cidr": "10.247.0.0/24",
     },

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kos_local import kubernetes
 from kos_local import net as local_net
 from tests.bootstrap.conftest import Kos
 from tests.e2e.conftest import Listener, cloud, connects, once, tcp_peer_seen_by_listener
@@ -208,12 +209,35 @@ def test_second_orchestration_changes_nothing(cluster):
     assert (doc["drift"], doc["states"], doc["keys"]) == (False, {}, []), doc
 
 
-def test_kubeconfig_points_at_the_api_endpoint(cluster):
+def test_kubeconfig_points_at_the_api_load_balancer_and_answers_through_it(cluster):
+    """Both clusters have their API behind Octavia: an operator's kubeconfig names the load
+    balancer's floating IP, the API's certificate carries it, and kos status sees every
+    control plane healthy in the pool. microk8s's API here is the stand-in's public
+    endpoints (/readyz, /version) on 16443, served with the certificate microk8s made."""
     res = cluster.kos("kubeconfig", *cluster.args, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    text = (cluster.state / "kubeconfig").read_text()
+    config = cluster.state / "kubeconfig"
     port = 16443 if cluster.values["kubernetes_distribution"] == "microk8s" else 6443
-    assert f"server: https://{cluster.outputs()['api_floating_ip']}:{port}" in text
+    fip = cluster.outputs()["api_floating_ip"]
+    assert f"server: https://{fip}:{port}" in config.read_text()
+    lb = cluster.conn().load_balancer.find_load_balancer(f"{cluster.name}-api")
+    assert lb is not None and lb.provisioning_status == "ACTIVE"
+    assert next(cluster.conn().network.ips(floating_ip_address=fip)).port_id == lb.vip_port_id
+
+    kubectl = [str(kubernetes.root(kubernetes.pinned_version()) / "bin" / "kubectl"),
+               "--kubeconfig", str(config), "--request-timeout=20s"]
+    ready = subprocess.run([*kubectl, "get", "--raw", "/readyz"], capture_output=True,
+                           text=True, timeout=60)
+    assert (ready.returncode, ready.stdout) == (0, "ok"), ready.stderr
+    version = subprocess.run([*kubectl, "version", "-o", "json"], capture_output=True,
+                             text=True, timeout=60)
+    assert version.returncode == 0, version.stderr
+    assert re.fullmatch(r"v1\.\d+\.\d+", json.loads(version.stdout)["serverVersion"]["gitVersion"])
+
+    status = cluster.kos("status", *cluster.args, "--json", timeout=300)
+    api = json.loads(status.stdout)["api_endpoint"]
+    cps = [h for h in cluster.hostnames() if h.startswith("k8s-cp-")]
+    assert api["load_balancer"]["members"] == dict.fromkeys(cps, "ONLINE"), api
 
 
 def openstack_path(cluster, values, tmp_path, clouds_yaml=None):
