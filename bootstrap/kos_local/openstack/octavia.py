@@ -151,6 +151,9 @@ def conf(pw, ids, plan):
             "compute_driver": "compute_nova_driver",
             "amphora_driver": "amphora_haproxy_rest_driver",
             "loadbalancer_topology": "SINGLE",
+            # the amphora's server is ACTIVE seconds after Nova's request: look every 2 s,
+            # not every 10 (the default), as long in all
+            "amp_active_retries": 150, "amp_active_wait_sec": 2,
             # the agent's configuration and certificates as cloud-config write_files,
             # which the hosts' cloud-init reads from the config drive
             "user_data_config_drive": True,
