@@ -6,6 +6,9 @@ num_control_plane       = 1
 # num_kube_nodes counts every Kubernetes node, control planes included: 3 here is one
 # control plane (k8s-cp-1) and two workers (k8s-worker-1, k8s-worker-2).
 num_kube_nodes = 3
+# The API behind an Octavia load balancer (an amphora the rehearsal cloud boots): the
+# kubeconfig kos writes names its floating IP. "none" on clouds without Octavia.
+api_load_balancer = "octavia"
 # The cluster's own networks live inside the cloud (Neutron), not on this machine.
 public_cidr  = "10.240.0.0/24"
 private_cidr = "10.241.0.0/24"

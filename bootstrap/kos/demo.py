@@ -110,6 +110,7 @@ def _hints(env, keys):
         f"  export TF_VAR_ssh_public_keys='{json.dumps(public_keys)}'",
         f"  {_kos_command()} status {where}",
         f"  {_kos_command()} converge {where}     # after a pillar change",
+        f"  {_kos_command()} kubeconfig {where}   # the API through the load balancer",
         f"  ssh -F {ssh_config} salt        # the salt master (sudo salt '*' test.ping)",
         f"  ssh -F {ssh_config} k8s-cp-1    # any node by its host name, host keys pinned",
         f"  OS_CLOUD=kos-local-{CLUSTER} openstack server list   # the rehearsal cloud's API",
@@ -121,8 +122,8 @@ def _hints(env, keys):
 def up():
     env, keys = _agent()
     args = ["--cloud", "local", "--var-file", str(VARS), "--var-file", str(keys)]
-    print("kos demo: kos up --cloud local (1 control plane + 2 workers, microk8s, simulated)",
-          file=sys.stderr)
+    print("kos demo: kos up --cloud local (1 control plane + 2 workers, microk8s, simulated; "
+          "the API behind Octavia)", file=sys.stderr)
     started, started_at = time.monotonic(), time.time()
     # progress on the terminal; the data kos prints is not needed for the summary
     res = subprocess.run([sys.executable, "-m", "kos", "up", *args, "--yes"], env=env,

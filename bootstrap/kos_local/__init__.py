@@ -55,7 +55,8 @@ INOTIFY_INSTANCES = 8192
 # What the cloud itself takes (measured on this rehearsal cloud: ~3.2 GiB at peak, then
 # Octavia's services ~500 MiB more, their proportional set size once booted).
 CLOUD_MEMORY_MB = 4100
-# An amphora (haproxy, the agent, rsyslog on a booted host): an estimate, not measured.
+# An amphora (haproxy, the agent, rsyslog on a booted host): between its measured
+# proportional and resident set sizes (docs/benchmarks.md).
 AMPHORA_MEMORY_MB = 250
 # One booted host without Kubernetes (bastion, salt master, a simulated microk8s node):
 # measured on this rehearsal cloud.
