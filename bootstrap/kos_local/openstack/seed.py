@@ -87,60 +87,67 @@ def _find_or(found, create):
     return found if found is not None else create()
 
 
+def _until(missing, timeout):
+    """Calls ``missing()`` (what is not there yet, a list) every 2 s until it is empty;
+    services still starting answer 5xx or refuse connections, which counts as missing.
+    What was still missing at ``timeout``, or None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            still = missing()
+        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
+            still = [f"API ({type(exc).__name__}: {str(exc)[:160]})"]
+        if not still:
+            return None
+        if time.monotonic() >= deadline:
+            return still
+        time.sleep(2)
+
+
+def _services_missing(conn):
+    missing = []
+    computes = [s for s in conn.compute.services() if s.binary == "nova-compute"]
+    if not any(s.state == "up" for s in computes):
+        missing.append("nova-compute")
+    elif not list(conn.placement.resource_providers()):
+        missing.append("the hypervisor in placement")
+    agents = {a.agent_type for a in conn.network.agents() if a.is_alive}
+    missing += [kind for kind in ("Linux bridge agent", "DHCP agent", "L3 agent")
+                if kind not in agents]
+    volumes = [s for s in conn.block_storage.services() if s.binary == "cinder-volume"]
+    if not any(s.state == "up" for s in volumes):
+        missing.append("cinder-volume")
+    elif not list(conn.block_storage.backend_pools()):
+        # "up" comes from the service's heartbeat; the scheduler places volumes only once
+        # the backend has reported its capabilities ("No valid backend")
+        missing.append("cinder-volume's pool in the scheduler")
+    return missing
+
+
 def wait_services(conn, timeout=600):
     """Until Nova has a hypervisor in Placement, Neutron's agents are alive and
     Cinder's scheduler knows cinder-volume's pool: then a server and its volume can be built."""
-    deadline = time.monotonic() + timeout
-    missing = ["everything"]
-    while time.monotonic() < deadline:
-        missing = []
-        try:
-            computes = [s for s in conn.compute.services() if s.binary == "nova-compute"]
-            if not any(s.state == "up" for s in computes):
-                missing.append("nova-compute")
-            elif not list(conn.placement.resource_providers()):
-                missing.append("the hypervisor in placement")
-            agents = {a.agent_type for a in conn.network.agents() if a.is_alive}
-            for kind in ("Linux bridge agent", "DHCP agent", "L3 agent"):
-                if kind not in agents:
-                    missing.append(kind)
-            volumes = [s for s in conn.block_storage.services() if s.binary == "cinder-volume"]
-            if not any(s.state == "up" for s in volumes):
-                missing.append("cinder-volume")
-            elif not list(conn.block_storage.backend_pools()):
-                # "up" comes from the service's heartbeat; the scheduler places volumes
-                # only once the backend has reported its capabilities ("No valid backend")
-                missing.append("cinder-volume's pool in the scheduler")
-        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
-            # services still starting answer 5xx or refuse connections
-            missing.append(f"API ({type(exc).__name__}: {str(exc)[:160]})")
-        if not missing:
-            return
-        time.sleep(2)
-    raise ConvergeError(
-        f"the rehearsal cloud's services did not come up in {timeout}s: still waiting for "
-        f"{', '.join(missing)}",
-        fix="read the cloud's logs under /var/log in its disk (kos prints the path), then "
-        "re-run kos up",
-    )
+    missing = _until(lambda: _services_missing(conn), timeout)
+    if missing:
+        raise ConvergeError(
+            f"the rehearsal cloud's services did not come up in {timeout}s: still waiting "
+            f"for {', '.join(missing)}",
+            fix="read the cloud's logs under /var/log in its disk (kos prints the path), "
+            "then re-run kos up",
+        )
 
 
 def wait_load_balancers(conn, timeout=300):
     """Until Octavia's API lists its providers (its services started last)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if list(conn.load_balancer.providers()):
-                return
-        except (ksa_exceptions.ClientException, sdk_exceptions.SDKException) as exc:
-            last = f"{type(exc).__name__}: {str(exc)[:160]}"
-        time.sleep(2)
-    raise ConvergeError(
-        f"Octavia's API of the rehearsal cloud did not answer in {timeout}s ({last})",
-        fix="read /var/log/octavia in the cloud's disk (kos prints the path), then re-run "
-        "kos up",
-    )
+    missing = _until(lambda: [] if list(conn.load_balancer.providers()) else ["providers"],
+                     timeout)
+    if missing:
+        raise ConvergeError(
+            f"Octavia's API of the rehearsal cloud did not answer in {timeout}s "
+            f"({', '.join(missing)})",
+            fix="read /var/log/octavia in the cloud's disk (kos prints the path), then "
+            "re-run kos up",
+        )
 
 
 def host_image_in_glance(conn, name, stack, **attrs):
