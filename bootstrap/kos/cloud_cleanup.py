@@ -34,6 +34,7 @@ class Leftovers:
     security_groups: list
     ports: list
     blocking_ports: list
+    blocking_load_balancers: list
 
 
 def ccm_load_balancer(lb, cluster):
@@ -53,15 +54,30 @@ def _ccm_sg(sg, cluster):
     )
 
 
+def _uses_networks(conn, lb, networks, subnets):
+    """Whether ``lb`` has its VIP or a pool member on the cluster's networks: its amphora
+    then has a port there that holds the subnet until the load balancer goes."""
+    if lb.vip_network_id in networks:
+        return True
+    return any(m.subnet_id in subnets for pool in lb.pools or []
+               for m in conn.load_balancer.members(pool["id"]))
+
+
 def find_leftovers(conn, cluster):
     """What Kubernetes and earlier runs left in the project for this cluster."""
     tag = cluster_tag(cluster)
-    lbs, vip_ports = [], set()
+    networks = list(conn.network.networks(tags=tag))
+    lbs, vip_ports, foreign = [], set(), []
     if conn.has_service("load-balancer"):
         every = list(conn.load_balancer.load_balancers())
         lbs = [lb for lb in every if ccm_load_balancer(lb, cluster)]
         # A load balancer's VIP port goes with it (Terraform's API load balancer included).
         vip_ports = {lb.vip_port_id for lb in every}
+        # one kos did not make (not the CCM's, not Terraform's) on the cluster's networks
+        net_ids = {n.id for n in networks}
+        subnet_ids = {s for n in networks for s in n.subnet_ids or []}
+        foreign = [lb for lb in every if not ccm_load_balancer(lb, cluster) and tag not in (lb.tags or [])
+                   and _uses_networks(conn, lb, net_ids, subnet_ids)]
     ips = list(conn.network.ips())
     fips = [ip for ip in ips if _ccm_fip(ip, cluster) or tag in (ip.tags or [])]
     volumes = []
@@ -73,7 +89,6 @@ def find_leftovers(conn, cluster):
         ]
     sgs = [sg for sg in conn.network.security_groups() if _ccm_sg(sg, cluster)]
     ports, blocking = [], []
-    networks = list(conn.network.networks(tags=tag))
     project = conn.current_project_id
     for net in networks:
         for port in conn.network.ports(network_id=net.id):
@@ -87,7 +102,7 @@ def find_leftovers(conn, cluster):
             # Unbound ports and the VIP ports of load balancers that are gone are debris; a
             # server's port is not ours.
             (blocking if owner.startswith("compute:") else ports).append(port)
-    return Leftovers(lbs, fips, volumes, sgs, ports, blocking)
+    return Leftovers(lbs, fips, volumes, sgs, ports, blocking, foreign)
 
 
 def _waiting(what, timeout, wait, *args, **kwargs):
@@ -142,6 +157,13 @@ def cleanup_before_destroy(conn, cluster, timeout=600):
         raise CleanupError(
             f"servers kos did not create are attached to the cluster's networks: {names}",
             fix="delete those servers or detach their ports, then re-run kos down",
+        )
+    if left.blocking_load_balancers:
+        names = ", ".join(f"{lb.name or '(no name)'} ({lb.id})" for lb in left.blocking_load_balancers)
+        raise CleanupError(
+            f"load balancers kos did not create use the cluster's networks: {names}",
+            fix="delete those load balancers, or move their VIP and members off the cluster's "
+            "networks, then re-run kos down",
         )
     done = {"load_balancers": [], "floating_ips": [], "ports": [], "volumes": []}
     for lb in left.load_balancers:

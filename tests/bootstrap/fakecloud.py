@@ -884,6 +884,11 @@ class FakeCloud:
             # api-ref load-balancer/v2 "List Providers"
             return 200, {"providers": [{"name": n, "description": f"The {n} driver."}
                                        for n in self.state.get("lb_providers", ("amphora",))]}, {}
+        match = re.fullmatch(r"/v2/lbaas/pools/([^/]+)/members", path)
+        if method == "GET" and match:
+            # api-ref load-balancer/v2 "List Members"
+            members = self.state.get("members", {}).get(match.group(1), [])
+            return 200, {"members": members, "members_links": []}, {}
         match = re.fullmatch(r"/v2/lbaas/loadbalancers/([^/]+)", path)
         if not match:
             return self.not_found()

@@ -230,6 +230,34 @@ def test_down_stops_when_a_foreign_server_sits_on_the_cluster_network(
     assert fake_cloud.writes() == []
 
 
+def test_down_stops_when_a_load_balancer_kos_did_not_make_uses_the_cluster_network(
+    fake_cloud, tmp_path, monkeypatch
+):
+    """A load balancer made by hand with its VIP, or a member, on the cluster's networks
+    holds their subnets: named before anything is deleted, instead of Terraform's destroy
+    waiting on the subnet. Terraform's (tagged) and one elsewhere are no concern."""
+    state = fake_cloud.state
+    net = fc.network("kos-private", tags=["kos", "kos-cluster=kos"])
+    net["subnets"] = ["subnet-private"]
+    state["networks"].append(net)
+    api = dict(fc.load_balancer("kos-api"), tags=["kos", "kos-cluster=kos"],
+               vip_network_id=net["id"])
+    by_vip = dict(fc.load_balancer("hand-made"), vip_network_id=net["id"])
+    by_member = dict(fc.load_balancer("", status="ACTIVE"), pools=[{"id": "pool-1"}])
+    elsewhere = dict(fc.load_balancer("elsewhere"), pools=[{"id": "pool-2"}])
+    state["members"] = {"pool-1": [{"id": "m1", "subnet_id": "subnet-private"}],
+                        "pool-2": [{"id": "m2", "subnet_id": "subnet-other"}]}
+    ccm = fc.load_balancer("kube_service_kos_default_web")
+    state["loadbalancers"] += [api, by_vip, by_member, elsewhere, ccm]
+    with pytest.raises(CleanupError) as err:
+        cloud_cleanup.cleanup_before_destroy(cloud_conn(fake_cloud, tmp_path, monkeypatch), "kos")
+    assert str(err.value) == (
+        "load balancers kos did not create use the cluster's networks: "
+        f"hand-made ({by_vip['id']}), (no name) ({by_member['id']})")
+    assert "delete those load balancers" in err.value.fix
+    assert fake_cloud.writes() == []
+
+
 def test_attached_csi_volume_is_deleted_once_its_server_is_gone(fake_cloud, tmp_path, monkeypatch):
     monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(fake_cloud.clouds_yaml(tmp_path)))
     monkeypatch.setenv("OS_CLOUD", "kos-test")
