@@ -14,6 +14,7 @@ import random
 import re
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import tarfile
@@ -723,6 +724,13 @@ def test_a_control_plane_serves_the_apis_public_endpoints_and_a_worker_does_not(
         "major": "1", "minor": "31", "gitVersion": "v1.31.9", "platform": "linux/amd64"}
     status, body = api_get(a, "/api/v1/namespaces")
     assert status == 404 and json.loads(body)["kind"] == "Status"
+    # a TCP health check (connect, reset) leaves no traceback, and the server goes on
+    check = socket.create_connection((a.ip, 16443), timeout=10)
+    check.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    check.close()
+    assert api_get(a, "/livez") == (200, "ok")
+    log = a.root / "var/snap/microk8s/common/var/log/kos-standin-cluster-agent.log"
+    assert "Traceback" not in log.read_text()
 
     # refresh-certs with an address added to csr.conf.template: the new certificate is served
     template = a.data("certs/csr.conf.template")
