@@ -59,9 +59,10 @@ def test_a_project_neither_lists_nor_reaches_another_projects_servers(cluster):
     own_cp = out["kubernetes_nodes"]["k8s-cp-1.kos.internal"]["private_ip"]
     with Listener(cluster.netns("k8s-cp-1"), own_cp, NODE_PORT):
         assert connects(cluster.netns(worker), own_cp, NODE_PORT)
-    # (nodes their tests neither stop, replace nor retire while this runs)
+    # nodes their tests neither stop, replace nor retire while this runs (the API's
+    # failover stops k8s-cp-3 and k8s-cp-1, scale-in retires k8s-worker-2)
     target, peer = (next(s for s in theirs if s.name == f"{OTHER}-{h}")
-                    for h in ("k8s-cp-2", "k8s-cp-3"))
+                    for h in ("k8s-cp-2", "k8s-worker-1"))
     address = target.addresses[f"{OTHER}-private"][0]["addr"]
     name = cloud().name
     with Listener(local_net.host_ns(name, target.id), address, NODE_PORT):
