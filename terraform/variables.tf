@@ -411,7 +411,7 @@ variable "api_allowed_cidrs" {
 
 variable "api_load_balancer" {
   type        = string
-  description = "What serves the Kubernetes API. octavia: an Octavia load balancer in front of every control plane, its VIP (host 9 of private_cidr) for the cluster's own clients and a floating IP for operators, kos and the pipeline, open to api_allowed_cidrs. none: for clouds without Octavia, each node's local haproxy in front of the control planes and k8s-cp-1's own floating IP (or admin-network address) for operators. kos's preflight refuses octavia where the cloud's catalog has no load-balancer service."
+  description = "What serves the Kubernetes API. octavia: an Octavia load balancer in front of every control plane, its VIP (host 9 of public_cidr, which the nodes reach through the router) for the cluster's own clients and a floating IP for operators, kos and the pipeline, open to api_allowed_cidrs. none: for clouds without Octavia, each node's local haproxy in front of the control planes and k8s-cp-1's own floating IP (or admin-network address) for operators. kos's preflight refuses octavia where the cloud's catalog has no load-balancer service."
   default     = "none"
 
   validation {

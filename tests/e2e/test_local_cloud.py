@@ -239,6 +239,15 @@ def test_kubeconfig_points_at_the_api_load_balancer_and_answers_through_it(clust
     cps = [h for h in cluster.hostnames() if h.startswith("k8s-cp-")]
     assert api["load_balancer"]["members"] == dict.fromkeys(cps, "ONLINE"), api
 
+    # the VIP: the nodes' own way in, from the private network; the bastion, on the VIP's
+    # subnet but outside the listener's allowed_cidrs, is refused
+    readyz = ["curl", "-sk", "-m", "10", f"https://{lb.vip_address}:{port}/readyz"]
+    worker = next(h for h in cluster.hostnames() if h.startswith("k8s-worker-"))
+    answer = cluster.host(worker).run(*readyz, check=False)
+    assert (answer.returncode, answer.stdout) == (0, "ok"), answer
+    refused = cluster.host("bastion").run(*readyz, check=False)
+    assert refused.returncode != 0 and "ok" not in refused.stdout, refused
+
 
 def openstack_path(cluster, values, tmp_path, clouds_yaml=None):
     """``kos preflight`` on the plain OpenStack path, with the clouds.yaml entry kos wrote."""
