@@ -78,6 +78,13 @@ def once(cluster, why):
         pytest.skip(f"once is enough: {why}")
 
 
+def operator_kubectl(kubeconfig, *args):
+    """kubectl on this machine, of the release the rehearsal cloud builds, with the
+    kubeconfig ``kos kubeconfig`` wrote: how an operator reaches a cluster's API."""
+    return [str(local_kubernetes.root(local_kubernetes.pinned_version()) / "bin" / "kubectl"),
+            "--kubeconfig", str(kubeconfig), *args]
+
+
 # What the rehearsal cloud offers every tenant (kos_local.openstack.seed).
 CLOUD_VALUES = {
     "external_network_name": "public",

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kos_local import kubernetes
 from kos_local import net as local_net
 from tests.bootstrap.conftest import Kos
-from tests.e2e.conftest import Listener, cloud, connects, once, tcp_peer_seen_by_listener
+from tests.e2e.conftest import (Listener, cloud, connects, once, operator_kubectl,
+                                tcp_peer_seen_by_listener)
 
 pytestmark = pytest.mark.netns
 
@@ -224,8 +224,7 @@ def test_kubeconfig_points_at_the_api_load_balancer_and_answers_through_it(clust
     assert lb is not None and lb.provisioning_status == "ACTIVE"
     assert next(cluster.conn().network.ips(floating_ip_address=fip)).port_id == lb.vip_port_id
 
-    kubectl = [str(kubernetes.root(kubernetes.pinned_version()) / "bin" / "kubectl"),
-               "--kubeconfig", str(config), "--request-timeout=20s"]
+    kubectl = operator_kubectl(config, "--request-timeout=20s")
     ready = subprocess.run([*kubectl, "get", "--raw", "/readyz"], capture_output=True,
                            text=True, timeout=60)
     assert (ready.returncode, ready.stdout) == (0, "ok"), ready.stderr

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kos_local import kubernetes
+from tests.e2e.conftest import operator_kubectl
 from tests.e2e.test_standins_match_real import RealNode
 from tests.standins import scenarios
 
@@ -105,9 +106,8 @@ def test_every_node_is_ready_in_the_real_api_on_the_built_version(real, tmp_path
     config = tmp_path / "kubeconfig"
     res = real.kos("kubeconfig", *real.args, "--output", config, timeout=300)
     assert res.returncode == 0, res.stderr[-1500:]
-    kubectl_bin = kubernetes.root(kubernetes.pinned_version()) / "bin" / "kubectl"
-    out = subprocess.run([str(kubectl_bin), "--kubeconfig", str(config), "get", "nodes",
-                          "-o", "json", "--request-timeout=20s"],
+    out = subprocess.run(operator_kubectl(config, "get", "nodes", "-o", "json",
+                                          "--request-timeout=20s"),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     items = json.loads(out.stdout)["items"]
@@ -234,9 +234,8 @@ class Probes:
     shutting down fails on purpose while it still serves requests."""
 
     def __init__(self, config, interval=0.5):
-        self.argv = [str(kubernetes.root(kubernetes.pinned_version()) / "bin" / "kubectl"),
-                     "--kubeconfig", str(config), "get", "namespace", "kube-system",
-                     "-o", "name", "--request-timeout=3s"]
+        self.argv = operator_kubectl(config, "get", "namespace", "kube-system", "-o", "name",
+                                     "--request-timeout=3s")
         self.interval = interval
         self.results = []
         self._stop = threading.Event()

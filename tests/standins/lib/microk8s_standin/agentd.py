@@ -13,6 +13,7 @@ import threading
 import time
 
 from . import common, datastore, netinfo, pki
+from . import mkcommon as mk
 from .agent import JOIN_PATH, PROCESS_TAG, _read_pid, pidfile
 
 
@@ -211,17 +212,22 @@ ROUTES = {
 }
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(http.server.BaseHTTPRequestHandler):
     timeout = 30
     protocol_version = "HTTP/1.1"
 
-    def _reply(self, status, payload):
-        body = json.dumps(payload).encode()
+    def _send(self, status, body, content_type="application/json"):
+        data = body.encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(data)
+
+
+class Handler(_Handler):
+    def _reply(self, status, payload):
+        self._send(status, json.dumps(payload))
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -248,38 +254,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._reply(200, resp)
 
 
-class ApiHandler(http.server.BaseHTTPRequestHandler):
+class ApiHandler(_Handler):
     """The kube-apiserver's endpoints anyone may read: the health checks
     (https://kubernetes.io/docs/reference/using-api/health-checks/) and /version, which the
     system:public-info-viewer ClusterRole grants to unauthenticated clients. Nothing else of
     the API is reproduced: a client sees the server microk8s runs on --secure-port (its
     certificate from csr.conf, through load balancers and floating IPs), not a cluster."""
 
-    timeout = 30
-    protocol_version = "HTTP/1.1"
-
-    def _reply(self, status, body, content_type):
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self):
         path = self.path.split("?", 1)[0].rstrip("/")
         if path in ("/livez", "/readyz", "/healthz"):
-            return self._reply(200, "ok", "text/plain; charset=utf-8")
+            return self._send(200, "ok", "text/plain; charset=utf-8")
         if path == "/version":
             version = _version()
             major, minor = (version.lstrip("v").split(".") + ["", ""])[:2]
-            return self._reply(200, json.dumps({
+            return self._send(200, json.dumps({
                 "major": major, "minor": minor, "gitVersion": version,
-                "platform": "linux/amd64"}, indent=2), "application/json")
-        self._reply(404, json.dumps({
+                "platform": "linux/amd64"}, indent=2))
+        self._send(404, json.dumps({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": "the kos stand-in serves only /livez, /readyz, /healthz and /version",
-            "reason": "NotFound", "code": 404}), "application/json")
+            "reason": "NotFound", "code": 404}))
 
     def log_message(self, *args):
         pass
@@ -327,7 +322,7 @@ def serve(root, ready_fd):
         servers = [_listen(host, port, Handler)]
         # kubelite serves the API on control planes; a worker's 16443 is the apiserver
         # proxy to them, which this stand-in does not run
-        if not os.path.exists(common.lock("clustered.lock")):
+        if not mk.is_worker():
             servers.append(_listen(common.get_arg("kube-apiserver", "--bind-address") or "0.0.0.0",
                                    common.get_arg("kube-apiserver", "--secure-port") or "16443",
                                    ApiHandler))
