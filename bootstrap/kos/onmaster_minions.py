@@ -19,7 +19,13 @@ class Minions:
     ``salt``, ``out`` and ``check_cancelled``."""
 
     def _ping(self, minions, timeout):
-        ret = self.local.cmd(minions, "test.ping", tgt_type="list", timeout=timeout)
+        # After the timeout Salt asks the silent whether they still run the job
+        # (saltutil.find_job) and waits gather_job_timeout for that: 10 s by default and 60
+        # on kos's masters. A minion that had not connected yet when the ping was published
+        # never runs it, so that wait only delayed the next round, which it answers; a slow
+        # one answers a later, longer round.
+        ret = self.local.cmd(minions, "test.ping", tgt_type="list", timeout=timeout,
+                             gather_job_timeout=max(1, timeout // 2))
         return {m for m in minions if (ret or {}).get(m) is True}
 
     def op_answering(self, rid, req):
