@@ -34,6 +34,7 @@ from cloud import REPO, machine_memory, operator, phase_seconds, run_kos
 sys.path.insert(0, str(REPO))
 from kos_local import net  # noqa: E402
 from kos_local.openstack.cloud import Cloud  # noqa: E402
+from tests.e2e.conftest import operator_kubectl  # noqa: E402
 from tests.e2e.test_real_kubernetes import Probes, failed_seconds  # noqa: E402
 
 CLUSTER = "kosbenchl"
@@ -64,7 +65,7 @@ def connection(work):
 
 
 def kubectl(config, *args, stdin=None):
-    return subprocess.run([*Probes(config).argv[:3], *args], input=stdin, capture_output=True,
+    return subprocess.run(operator_kubectl(config, *args), input=stdin, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -13,6 +13,10 @@ import pytest
 # run (kos_local.prebuild): on a fresh machine they take minutes that the tests collected
 # before the e2e ones can cover. kos up takes the same locks, so it waits for them.
 _prebuild = {}
+# The build is the run's longest path on a fresh machine (the kubeadm cluster waits for it,
+# then runs the longest tests), and the tests beside it have time to spare: a higher
+# priority (root may raise it, and the build only runs as root) gives it the larger share
+# of the cores without starving the tests' timeouts.
 PREBUILD_NICE = -5
 
 
@@ -123,11 +127,6 @@ def _start_prebuild(nodeids):
     fd, log = tempfile.mkstemp(prefix="kos-prebuild-", suffix=".log")
     repo = Path(__file__).resolve().parent.parent
     _prebuild["log"] = log
-    # The build is the run's longest path on a fresh machine (the kubeadm cluster waits for
-    # it, then runs the longest tests); the tests beside it have time to spare. At the same
-    # priority the two cores shared out evenly and the build took 2.4 times as long as
-    # alone; a higher one (root may raise it: the build only runs as root) gives it the
-    # larger share without starving the tests' timeouts.
     _prebuild["proc"] = subprocess.Popen(
         ["nice", "-n", str(PREBUILD_NICE), sys.executable, "-m", "kos_local.prebuild"],
         cwd=repo, stdin=subprocess.DEVNULL,
