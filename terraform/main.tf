@@ -41,24 +41,19 @@ locals {
     var.api_load_balancer_provider == "ovn" ? local.api_allowed_cidrs : [],
   )
 
-  # Every node's slot follows from its own name, never from its position among the others:
-  # k8s-cp-<n> has slot n - 1, k8s-worker-<n> slot (worker_address_base - 20) + n - 1. The
-  # slot gives the private address (host 20 + slot) and the zone (round-robin over slots),
-  # so adding a node, retiring one or adding control planes never moves another node.
-  worker_slot_base = var.worker_address_base - 20
-  node_slots = merge(
-    { for n in range(1, var.num_control_plane + 1) : "k8s-cp-${n}" => { role = "control_plane", slot = n - 1 } },
-    { for n in range(1, var.num_kube_nodes - var.num_control_plane + 1) : "k8s-worker-${n}" => { role = "worker", slot = local.worker_slot_base + n - 1 } },
-  )
+  # The nodes by name (modules/node_set, which kos evaluates too): a node's address and zone
+  # follow from its own name, never from the others', so adding, retiring or adding control
+  # planes never moves another node.
   kube_nodes = {
-    for name, node in local.node_slots : name => {
+    for name, node in module.node_set.nodes : name => {
       role              = node.role
-      private_ip        = cidrhost(var.private_cidr, 20 + node.slot)
-      availability_zone = length(var.availability_zones) > 0 ? var.availability_zones[node.slot % length(var.availability_zones)] : null
+      private_ip        = cidrhost(var.private_cidr, node.address)
+      availability_zone = node.az
+      flavor_name       = coalesce(node.flavor, var.kube_node_flavor)
       public_ip         = name == local.first_control_plane && local.first_cp_on_public ? local.first_cp_public_ip : null
       floating_ip       = name == local.first_control_plane && local.first_cp_on_public
       admin_network     = name == local.first_control_plane && !local.first_cp_on_public
-    } if !contains(var.retired_nodes, name)
+    }
   }
   first_control_plane = "k8s-cp-1"
 
@@ -104,6 +99,18 @@ locals {
   }
 }
 
+module "node_set" {
+  source = "./modules/node_set"
+
+  kubernetes_nodes    = var.kubernetes_nodes
+  num_control_plane   = var.num_control_plane
+  num_kube_nodes      = var.num_kube_nodes
+  worker_address_base = var.worker_address_base
+  retired_nodes       = var.retired_nodes
+  availability_zones  = var.availability_zones
+  private_cidr        = var.private_cidr
+}
+
 module "network" {
   source = "./modules/network"
 
@@ -139,7 +146,6 @@ module "nodes" {
   cluster            = local.cluster
   networks           = local.networks
   nodes              = local.kube_nodes
-  flavor_name        = var.kube_node_flavor
   distribution       = var.kubernetes_distribution
   api_port           = local.api_port
   admin_network_name = var.admin_network_name

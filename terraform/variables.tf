@@ -173,9 +173,28 @@ variable "kubernetes_distribution" {
   }
 }
 
+variable "kubernetes_nodes" {
+  type = map(object({
+    role    = string
+    address = optional(number)
+    az      = optional(string)
+    flavor  = optional(string)
+  }))
+  description = <<-EOT
+    The Kubernetes nodes by name (their host names): role (control_plane or worker), and
+    optionally az (else availability_zones or Nova chooses), flavor (else kube_node_flavor)
+    and address (the host number in private_cidr: k8s-cp-<n> has 19 + n and k8s-worker-<n>
+    worker_address_base - 1 + n; any other name needs one). k8s-cp-1 is the first control
+    plane; control planes are odd in number. Add a node by adding its entry and retire one
+    by removing it: every other node keeps its server, address and zone. Null: the counters
+    below describe the nodes, as before this variable existed (docs/nodes.md).
+  EOT
+  default     = null
+}
+
 variable "num_control_plane" {
   type        = number
-  description = "Number of control-plane nodes (k8s-cp-1 ...); odd, so etcd/dqlite keep a quorum."
+  description = "Superseded by kubernetes_nodes (docs/nodes.md): number of control-plane nodes (k8s-cp-1 ...); odd, so etcd/dqlite keep a quorum."
   default     = 1
 
   validation {
@@ -191,7 +210,7 @@ variable "num_control_plane" {
 
 variable "num_kube_nodes" {
   type        = number
-  description = "Total number of Kubernetes nodes, control plane included: the nodes after the first num_control_plane are workers (k8s-worker-1 ...)."
+  description = "Superseded by kubernetes_nodes (docs/nodes.md): total number of Kubernetes nodes, control plane included: the nodes after the first num_control_plane are workers (k8s-worker-1 ...)."
   default     = 3
 
   validation {
@@ -224,7 +243,7 @@ variable "worker_address_base" {
 
 variable "retired_nodes" {
   type        = set(string)
-  description = "Kubernetes nodes taken out for good, by name (k8s-worker-2): kos up takes them out of the cluster, then Terraform destroys exactly their servers; every other node keeps its name, address and zone. A retired name is not handed out again: raise num_kube_nodes to add a node."
+  description = "Superseded by kubernetes_nodes (docs/nodes.md), where a node retires by leaving the map. Kubernetes nodes taken out for good, by name (k8s-worker-2): kos up takes them out of the cluster, then Terraform destroys exactly their servers; every other node keeps its name, address and zone. A retired name is not handed out again: raise num_kube_nodes to add a node."
   default     = []
 
   validation {

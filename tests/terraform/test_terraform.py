@@ -65,6 +65,24 @@ BAD_VARIABLES = {
         "num_control_plane = 3\n    num_kube_nodes = 4\n    worker_address_base = 21",
         "worker_address_base must be a whole number of at least 20 + num_control_plane",
     ),
+    "map_even_control_planes": (
+        'kubernetes_nodes = { "k8s-cp-1" = { role = "control_plane" },'
+        ' "k8s-cp-2" = { role = "control_plane" } }',
+        "kubernetes_nodes must hold an odd number of control planes",
+    ),
+    "map_without_first_control_plane": (
+        'kubernetes_nodes = { "k8s-cp-2" = { role = "control_plane" } }',
+        "kubernetes_nodes must hold k8s-cp-1 with role control_plane",
+    ),
+    "map_beside_counters": (
+        'num_kube_nodes = 5\n    kubernetes_nodes = { "k8s-cp-1" = { role = "control_plane" } }',
+        "kubernetes_nodes replaces num_control_plane, num_kube_nodes and retired_nodes",
+    ),
+    "map_two_nodes_one_address": (
+        'kubernetes_nodes = { "k8s-cp-1" = { role = "control_plane" },'
+        ' "k8s-worker-1" = { role = "worker" }, "gpu-1" = { role = "worker", address = 30 } }',
+        "two nodes have the same address",
+    ),
     "empty_external_network": (
         'external_network_name = "  "',
         "external_network_name must name the existing external network",

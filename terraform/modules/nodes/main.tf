@@ -169,7 +169,6 @@ module "server" {
 
   cluster            = var.cluster
   networks           = var.networks
-  flavor_name        = var.flavor_name
   admin_network_id   = one(data.openstack_networking_network_v2.admin[*].id)
   root_password_hash = var.root_password_hash
 
@@ -178,6 +177,7 @@ module "server" {
       role              = node.role
       template          = "minion"
       availability_zone = node.availability_zone
+      flavor_name       = node.flavor_name
       private = {
         ip                    = node.private_ip
         security_group_ids    = [openstack_networking_secgroup_v2.cluster.id]

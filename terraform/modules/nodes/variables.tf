@@ -13,11 +13,12 @@ variable "nodes" {
     role              = string
     private_ip        = string
     availability_zone = optional(string)
+    flavor_name       = string
     public_ip         = optional(string)
     floating_ip       = optional(bool, false)
     admin_network     = optional(bool, false)
   }))
-  description = "Kubernetes nodes by hostname: role (control_plane or worker), fixed private address, availability zone, and for the first control plane a public address with a floating IP or a port on the admin network."
+  description = "Kubernetes nodes by hostname: role (control_plane or worker), fixed private address, availability zone, flavor, and for the first control plane a public address with a floating IP or a port on the admin network."
 
   validation {
     condition     = alltrue([for node in values(var.nodes) : contains(["control_plane", "worker"], node.role)])
@@ -28,11 +29,6 @@ variable "nodes" {
     condition     = alltrue([for node in values(var.nodes) : !node.floating_ip || node.public_ip != null])
     error_message = "A node with a floating IP needs a public_ip: the floating IP is bound to its public port."
   }
-}
-
-variable "flavor_name" {
-  type        = string
-  description = "Flavor of the nodes."
 }
 
 variable "distribution" {

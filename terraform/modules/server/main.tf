@@ -159,7 +159,7 @@ resource "openstack_compute_instance_v2" "this" {
 
   name              = "${var.cluster.name_prefix}-${each.key}"
   image_name        = var.cluster.image_name
-  flavor_name       = var.flavor_name
+  flavor_name       = coalesce(each.value.flavor_name, var.flavor_name)
   availability_zone = each.value.availability_zone
   # User data from the config drive: the private network has no router for the metadata service.
   config_drive = true

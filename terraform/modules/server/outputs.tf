@@ -4,12 +4,13 @@ output "fqdns" {
 }
 
 output "instances" {
-  description = "Every server by hostname: id, name, availability zone, server-level security groups (expected empty) and the ports it is plugged into, in order."
+  description = "Every server by hostname: id, name, availability zone, flavor, server-level security groups (expected empty) and the ports it is plugged into, in order."
   value = {
     for host, server in openstack_compute_instance_v2.this : host => {
       id                = server.id
       name              = server.name
       availability_zone = server.availability_zone
+      flavor_name       = server.flavor_name
       security_groups   = server.security_groups
       ports             = [for network in server.network : network.port]
     }

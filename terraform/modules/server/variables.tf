@@ -47,7 +47,8 @@ variable "networks" {
 
 variable "flavor_name" {
   type        = string
-  description = "Flavor of the servers."
+  description = "Flavor of the servers that name none of their own."
+  default     = null
 }
 
 variable "admin_network_id" {
@@ -61,6 +62,7 @@ variable "servers" {
     role              = string
     template          = string
     availability_zone = optional(string)
+    flavor_name       = optional(string)
     private = object({
       ip                    = string
       security_group_ids    = list(string)

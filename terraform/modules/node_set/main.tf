@@ -1,0 +1,42 @@
+# The Kubernetes nodes by name: one source for the root module and for kos, which evaluates
+# this module beside the root module's variables before anything touches the cloud. Pure (no
+# provider). A node's address follows from its own name, never from the others':
+# k8s-cp-<n> holds host 19 + n, k8s-worker-<n> host worker_address_base - 1 + n, any
+# other name the address it is given. The counters of a cluster described before the map
+# hand out the same names, so the same servers and addresses.
+
+locals {
+  named_address = {
+    for name in keys(coalesce(var.kubernetes_nodes, {})) : name => (
+      can(regex("^k8s-cp-[1-9][0-9]*$", name)) ? 19 + tonumber(regex("[0-9]+$", name)) :
+      can(regex("^k8s-worker-[1-9][0-9]*$", name)) ? var.worker_address_base - 1 + tonumber(regex("[0-9]+$", name)) :
+      null
+    )
+  }
+  from_map = {
+    for name, node in coalesce(var.kubernetes_nodes, {}) : name => {
+      role    = node.role
+      address = coalesce(node.address, local.named_address[name])
+      az      = node.az
+      flavor  = node.flavor
+    }
+  }
+  from_counters = {
+    for name, node in merge(
+      { for n in range(1, var.num_control_plane + 1) : "k8s-cp-${n}" => { role = "control_plane", address = 19 + n } },
+      { for n in range(1, var.num_kube_nodes - var.num_control_plane + 1) : "k8s-worker-${n}" => { role = "worker", address = var.worker_address_base - 1 + n } },
+    ) : name => merge(node, { az = null, flavor = null }) if !contains(var.retired_nodes, name)
+  }
+  given = var.kubernetes_nodes == null ? local.from_counters : local.from_map
+  # A node without a zone of its own gets one round-robin over address slots (host 20 is
+  # slot 0), so adding or retiring a node never moves another to another zone.
+  zones = length(var.availability_zones)
+  nodes = {
+    for name, node in local.given : name => merge(node, {
+      az = node.az != null ? node.az : (local.zones > 0 ? var.availability_zones[(node.address - 20) % local.zones] : null)
+    })
+  }
+  # Fixed addresses: hosts 20 and up, below DHCP's pool in the upper half of the network.
+  address_limit = pow(2, 32 - tonumber(split("/", var.private_cidr)[1])) / 2
+  addresses     = [for node in values(local.nodes) : node.address]
+}
