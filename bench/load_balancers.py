@@ -34,13 +34,13 @@ from cloud import REPO, machine_memory, operator, phase_seconds, run_kos
 sys.path.insert(0, str(REPO))
 from kos_local import net  # noqa: E402
 from kos_local.openstack.cloud import Cloud  # noqa: E402
-from tests.e2e.conftest import operator_kubectl  # noqa: E402
+from tests.e2e.conftest import node_map, operator_kubectl  # noqa: E402
 from tests.e2e.test_real_kubernetes import Probes, failed_seconds  # noqa: E402
 
 CLUSTER = "kosbenchl"
 VALUES = {
-    "cluster_name": CLUSTER, "kubernetes_distribution": "kubeadm", "num_control_plane": 3,
-    "num_kube_nodes": 4, "api_load_balancer": "octavia",
+    "cluster_name": CLUSTER, "kubernetes_distribution": "kubeadm",
+    "kubernetes_nodes": node_map(3, 1), "api_load_balancer": "octavia",
     # the e2e clusters' addresses are 10.246-10.249, the other benches' 10.240-10.241
     "public_cidr": "10.242.0.0/24", "private_cidr": "10.243.0.0/24",
     "external_network_name": "public", "base_image": "debian-12-rehearsal",

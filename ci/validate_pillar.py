@@ -45,6 +45,7 @@ PILLAR_VARIABLES = (
     "deploy_user",
     "users",
     "kubernetes_distribution",
+    "kubernetes_nodes",
     "num_control_plane",
     "num_kube_nodes",
     "worker_address_base",
@@ -93,27 +94,20 @@ def _host(cidr, n):
     return str(ipaddress.ip_network(cidr)[n])
 
 
-def terraform_layer(v):
+def terraform_layer(v, node_set):
     """The pillar Terraform's ``salt_pillar`` output carries (terraform/main.tf, local.pillar)
-    for these variable values."""
+    for these variable values and the node set Terraform evaluated from them
+    (terraform/modules/node_set)."""
     domain = v["deploy_domain_name"]
     on_public = v["first_control_plane_access"] == "floating_ip"
     octavia = v["api_load_balancer"] == "octavia"
-    zones = v.get("availability_zones") or []
-    slots = {f"k8s-cp-{n}": ("control_plane", n - 1) for n in range(1, v["num_control_plane"] + 1)}
-    base = v["worker_address_base"] - 20
-    workers = v["num_kube_nodes"] - v["num_control_plane"]
-    slots.update({f"k8s-worker-{n}": ("worker", base + n - 1) for n in range(1, workers + 1)})
-    retired = set(v.get("retired_nodes") or ())
     nodes = {}
-    for name, (role, slot) in slots.items():
-        if name in retired:
-            continue
+    for name, node in node_set.items():
         first = name == "k8s-cp-1"
         nodes[f"{name}.{domain}"] = {
-            "role": role,
-            "ip": _host(v["private_cidr"], 20 + slot),
-            "availability_zone": zones[slot % len(zones)] if zones else None,
+            "role": node["role"],
+            "ip": _host(v["private_cidr"], node["address"]),
+            "availability_zone": node["az"],
             "floating_ip": API_FLOATING_IP if first and on_public else None,
         }
     top = v.get("top_master")
@@ -204,10 +198,10 @@ def check_environment(env, pillar_root, schema, defaults):
     """``({message: [minion ids]}, [minion ids])`` for one environment."""
     found = {}
     try:
-        values = inputs.evaluate(TERRAFORM, env.var_files, only=PILLAR_VARIABLES).values
+        evaluated = inputs.evaluate(TERRAFORM, env.var_files, only=PILLAR_VARIABLES)
     except KosError as exc:
         return {f"Terraform variable {d}": [] for d in exc.details or [str(exc)]}, []
-    layer = terraform_layer(values)
+    layer = terraform_layer(evaluated.values, evaluated.nodes)
     with tempfile.TemporaryDirectory(prefix=f"kos-pillar-{env.name}-") as tmp:
         work = Path(tmp)
         tree = work / "pillar"

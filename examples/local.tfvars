@@ -2,10 +2,13 @@
 # (plus a var file or TF_VAR_ssh_public_keys with a key your ssh-agent holds).
 cluster_name            = "demo"
 kubernetes_distribution = "microk8s"
-num_control_plane       = 1
-# num_kube_nodes counts every Kubernetes node, control planes included: 3 here is one
-# control plane (k8s-cp-1) and two workers (k8s-worker-1, k8s-worker-2).
-num_kube_nodes = 3
+# The Kubernetes nodes by name: one control plane and two workers. Add a node by adding its
+# entry, retire one by removing it (docs/nodes.md).
+kubernetes_nodes = {
+  k8s-cp-1     = { role = "control_plane" }
+  k8s-worker-1 = { role = "worker" }
+  k8s-worker-2 = { role = "worker" }
+}
 # The API behind an Octavia load balancer (an amphora the rehearsal cloud boots): the
 # kubeconfig kos writes names its floating IP. "none" on clouds without Octavia.
 api_load_balancer = "octavia"

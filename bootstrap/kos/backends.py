@@ -60,7 +60,8 @@ class OpenStackBackend(Backend):
                     "credentials", True, f"authenticated to project {conn.current_project_id}"
                 )
             )
-            findings += cloud.cloud_findings(conn, inputs.values, check_quota=check_quota)
+            findings += cloud.cloud_findings(conn, inputs.values, inputs.nodes,
+                                             check_quota=check_quota)
         except PreflightError as exc:
             findings.append(cloud.Finding("credentials", False, exc.problem, exc.fix))
         findings += agent_findings(inputs["ssh_public_keys"])
@@ -249,11 +250,13 @@ def instance_address(outputs, hostname):
 
 
 def refuse_retiring_while_replacing(inputs, outputs):
-    running = {m.get("hostname") for m in ((outputs or {}).get("minions") or {}).values()}
-    retiring = sorted(running & set(inputs.get("retired_nodes") or ()))
+    running = {m.get("hostname") for m in ((outputs or {}).get("minions") or {}).values()
+               if m.get("role") in ("control_plane", "worker")}
+    retiring = sorted(running - set(inputs.nodes))
     if retiring:
         raise InputError(
-            f"retired_nodes names {', '.join(retiring)}, which still run: --replace applies "
+            f"{', '.join(retiring)} still run but the inputs no longer list "
+            f"{'it' if len(retiring) == 1 else 'them'}: --replace applies "
             "without letting them leave the cluster first",
             fix="run kos up without --replace first (they leave, then their servers go), "
             "then kos up --replace",

@@ -502,7 +502,8 @@ def upgrade(version, **kw):
 def forget(nodes, **kw):
     """Forget nodes whose servers are gone: the cluster removes them (orch.remove with
     force) and the salt master deletes their keys. NODE is a host name (k8s-worker-3) or
-    a minion id. A node Terraform still lists is retired through retired_nodes instead."""
+    a minion id. A node Terraform still lists is retired by removing it from kubernetes_nodes
+    instead."""
     return _day_two(kw, node_steps.forget, list(nodes))
 
 

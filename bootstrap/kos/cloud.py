@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from . import trust, ui
 from .errors import ConvergeError, PreflightError
-from .inputs import node_count
 
 CREDENTIALS_FIX = (
     "export OS_CLOUD=<cloud> naming an entry of clouds.yaml (./clouds.yaml, "
@@ -140,7 +139,12 @@ def _names(items, limit=12):
     return ", ".join(names[:limit]) + more if names else "none"
 
 
-def plan_needs(values, flavors):
+def node_flavor(values, node):
+    """The flavor a node of the node set boots with (terraform/main.tf, local.kube_nodes)."""
+    return node.get("flavor") or values["kube_node_flavor"]
+
+
+def plan_needs(values, nodes, flavors):
     """
     What ``terraform apply`` of these inputs creates, per quota: bastion, salt master and
     a server per Kubernetes node; the master's state volume; ports for every server NIC, the
@@ -149,18 +153,18 @@ def plan_needs(values, flavors):
     has a public port and a floating IP of its own; so has the API load balancer (its VIP
     port; its amphorae's ports are the load-balancer service's own).
     """
-    n = node_count(values)
+    n = len(nodes)
+    node_flavors = [flavors[node_flavor(values, node)] for node in nodes.values()]
     fip_access = values.get("first_control_plane_access") == "floating_ip"
     admin_access = values.get("first_control_plane_access") == "admin_network"
     top = values.get("top_master") is not None
     octavia = values.get("api_load_balancer") == "octavia"
-    node = flavors[values["kube_node_flavor"]]
     master = flavors[values["salt_master_flavor"]]
     bastion = flavors[values["bastion_flavor"]]
     return {
         "instances": n + 2,
-        "cores": n * node.vcpus + master.vcpus + bastion.vcpus,
-        "ram": n * node.ram + master.ram + bastion.ram,
+        "cores": sum(f.vcpus for f in node_flavors) + master.vcpus + bastion.vcpus,
+        "ram": sum(f.ram for f in node_flavors) + master.ram + bastion.ram,
         "volumes": 1,
         "gigabytes": values["salt_master_volume_size"],
         "floating_ips": 1 + int(fip_access) + int(top) + int(octavia),
@@ -170,7 +174,7 @@ def plan_needs(values, flavors):
 
 
 QUOTA_FIX = {
-    "instances": "ask the cloud admins to raise the instances quota, or lower num_kube_nodes",
+    "instances": "ask the cloud admins to raise the instances quota, or remove nodes from kubernetes_nodes",
     "cores": "ask for a larger cores quota, or choose smaller flavors / fewer nodes",
     "ram": "ask for a larger RAM quota, or choose smaller flavors / fewer nodes",
     "volumes": "ask for a larger volumes quota (the salt master keeps its keys on one volume)",
@@ -222,8 +226,8 @@ def quota_findings(conn, needs):
     return findings
 
 
-def cloud_findings(conn, values, check_quota=True):
-    """Image, flavors, networks and quotas for these inputs; read-only."""
+def cloud_findings(conn, values, nodes, check_quota=True):
+    """Image, flavors, networks and quotas for these inputs and their node set; read-only."""
     findings = []
     image = values["base_image"]
     images = [i for i in conn.image.images(name=image) if i.status == "active"]
@@ -265,6 +269,18 @@ def cloud_findings(conn, values, check_quota=True):
                 )
             )
 
+    for name, node in sorted(nodes.items()):
+        flavor = node.get("flavor")
+        if flavor is not None and flavor not in flavors:
+            findings.append(
+                Finding(
+                    "kubernetes_nodes",
+                    False,
+                    f"kubernetes_nodes: {name}'s flavor {flavor!r} is not a flavor of this cloud",
+                    f"set its flavor to one of: {_names(flavors.values())}",
+                )
+            )
+
     ext = values["external_network_name"]
     nets = list(conn.network.networks(name=ext))
     if any(n.is_router_external for n in nets):
@@ -302,11 +318,11 @@ def cloud_findings(conn, values, check_quota=True):
         missing_flavor = any(
             values[v] not in flavors
             for v in ("kube_node_flavor", "salt_master_flavor", "bastion_flavor")
-        )
+        ) or any(node_flavor(values, node) not in flavors for node in nodes.values())
         if missing_flavor:
             findings.append(Finding("quotas", True, "quotas not checked: a flavor is unknown"))
         else:
-            findings.extend(quota_findings(conn, plan_needs(values, flavors)))
+            findings.extend(quota_findings(conn, plan_needs(values, nodes, flavors)))
     else:
         findings.append(
             Finding(

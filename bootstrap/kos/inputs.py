@@ -42,10 +42,12 @@ ENV_UNIQUE = {
 }
 
 
-def node_count(values):
-    """Kubernetes servers of a set of Terraform variables: every name num_kube_nodes hands out
-    but the retired ones (terraform/variables.tf checks that each retired name is one of them)."""
-    return values["num_kube_nodes"] - len(values.get("retired_nodes") or ())
+# The module that turns the variables into the Kubernetes nodes by name, called by the root
+# module and by the scratch module here: Terraform alone knows which nodes the inputs ask for.
+NODE_SET = Path("modules") / "node_set"
+NODE_SET_VARIABLES = ("kubernetes_nodes", "num_control_plane", "num_kube_nodes",
+                      "worker_address_base", "retired_nodes", "availability_zones",
+                      "private_cidr")
 
 
 @dataclass
@@ -53,6 +55,9 @@ class Inputs:
     values: dict
     sensitive_given: set = field(default_factory=set)
     var_files: list = field(default_factory=list)
+    # name => {role, address (host number in private_cidr), az, flavor}, as
+    # terraform/modules/node_set gives them
+    nodes: dict = field(default_factory=dict)
 
     def __getitem__(self, name):
         return self.values[name]
@@ -66,8 +71,12 @@ class Inputs:
 
     @property
     def node_count(self):
-        """How many Kubernetes servers these inputs ask for (retired names hold none)."""
-        return node_count(self.values)
+        """How many Kubernetes servers these inputs ask for."""
+        return len(self.nodes)
+
+    @property
+    def control_planes(self):
+        return sorted(n for n, node in self.nodes.items() if node["role"] == "control_plane")
 
     @property
     def fingerprint(self):
@@ -134,6 +143,11 @@ def _scratch_module(terraform_dir, scratch, blocks, auto=True):
     # Only whether a sensitive variable is set ever leaves Terraform, not its value.
     lines += [f"    {name} = nonsensitive(var.{name} != null)" for name in secret]
     lines += ["  }", "}", ""]
+    if all(name in blocks for name in NODE_SET_VARIABLES):
+        shutil.copytree(Path(terraform_dir) / NODE_SET, scratch / "node_set")
+        lines += ['module "node_set" {', '  source = "./node_set"']
+        lines += [f"  {name} = var.{name}" for name in NODE_SET_VARIABLES]
+        lines += ["}", "", 'output "kos_nodes" {', "  value = module.node_set.nodes", "}", ""]
     (scratch / "kos_inputs.tf").write_text("\n".join(lines))
     copied = {}
     for pattern in AUTO_VAR_FILES if auto else ():
@@ -238,7 +252,9 @@ def evaluate(terraform_dir, var_files=(), only=None):
         outputs = out.value if isinstance(out.value, dict) else json.loads(out.value)
     values = outputs["kos_inputs"]["value"]
     given = {name for name, is_set in outputs["kos_sensitive_given"]["value"].items() if is_set}
-    return Inputs(values=values, sensitive_given=given, var_files=[str(p) for p in files])
+    nodes = (outputs.get("kos_nodes") or {}).get("value") or {}
+    return Inputs(values=values, sensitive_given=given, var_files=[str(p) for p in files],
+                  nodes=nodes)
 
 
 # -- environments --------------------------------------------------------------------------

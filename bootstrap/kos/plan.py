@@ -3,7 +3,7 @@
 plan with ``terraform show -json``), and which nodes Salt will converge after it, and why:
 
 * a new node, or a server Terraform rebuilds: its highstate;
-* a node Terraform removes (``retired_nodes``): it leaves the cluster first, then the
+* a node Terraform removes (gone from ``kubernetes_nodes``): it leaves the cluster first, then the
   deployment;
 * a changed Terraform layer (``salt_pillar``): judged per node with the rule the nodes
   themselves apply (``saltext.kos.utils.kos_inputs``): a section a node's highstate reads
@@ -111,8 +111,10 @@ def refuse_moving_nodes(doc):
     if moved:
         raise InputError(
             "the change would move running nodes to other addresses: " + "; ".join(moved),
-            fix="a cluster made before worker_address_base keeps its workers right after its "
-            "control planes: set worker_address_base = 20 + num_control_plane in its variables",
+            fix="give each of them its address back in kubernetes_nodes (address = its host "
+            "number in private_cidr); a cluster made before worker_address_base keeps its "
+            "workers right after its control planes: worker_address_base = 20 + the number of "
+            "control planes (num_control_plane) does that for all of them",
         )
 
 

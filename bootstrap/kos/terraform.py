@@ -394,7 +394,9 @@ def load_plan(saved, dest, environ=None):
 
 
 def _canonical(value):
-    """Terraform keeps ``-var`` values as given ("3"), var files typed (3): compare alike."""
+    """Terraform keeps ``-var`` values as given ("3"), var files typed (3), and a saved
+    plan's variables as written, without the optional attributes the type adds as null
+    (kos's evaluation has them): compare alike."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -407,7 +409,7 @@ def _canonical(value):
     if isinstance(value, list):
         return [_canonical(v) for v in value]
     if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
+        return {k: _canonical(v) for k, v in value.items() if v is not None}
     return value
 
 

@@ -38,7 +38,6 @@ from kos import ccm, distributions, ui
 from kos.backend import Backend
 from kos.cloud import Finding, raise_on_failures
 from kos.errors import CleanupError, ConvergeError, KosError
-from kos.inputs import node_count
 from kos.ssh import agent_findings
 from kos.state import fingerprint
 
@@ -106,17 +105,16 @@ def pillar_layer(version=None):
     }
 
 
-def hosts_memory_mb(values):
+def hosts_memory_mb(values, nodes):
     """What the cluster's hosts take on this cloud, by shape: a simulated distribution's
     nodes are plain hosts; kubeadm's run Kubernetes, a control plane more than a worker;
-    the API load balancer is an amphora."""
-    nodes = node_count(values)
+    the API load balancer is an amphora. ``nodes``: the node set (kos.inputs.Inputs.nodes)."""
     amphora = AMPHORA_MEMORY_MB if values.get("api_load_balancer") == "octavia" else 0
     if values["kubernetes_distribution"] in SIMULATED:
-        return HOST_MEMORY_MB * (nodes + 2) + amphora
-    control_planes = min(values["num_control_plane"], nodes)
+        return HOST_MEMORY_MB * (len(nodes) + 2) + amphora
+    control_planes = sum(1 for node in nodes.values() if node["role"] == "control_plane")
     return (HOST_MEMORY_MB * 2 + KUBEADM_CONTROL_PLANE_MB * control_planes
-            + KUBEADM_WORKER_MB * (nodes - control_planes) + amphora)
+            + KUBEADM_WORKER_MB * (len(nodes) - control_planes) + amphora)
 
 
 class LocalBackend(Backend):
@@ -190,7 +188,8 @@ class LocalBackend(Backend):
                 f"it reaches the rehearsal cloud's floating IPs from {net.SPACE}",
                 f'add "{net.SPACE}" to ssh_allowed_cidrs for --cloud local'))
         findings += self._cloud_findings(values)
-        findings.append(memory_finding(values, self.cloud.running(), _mem_available_mb()))
+        findings.append(memory_finding(values, inputs.nodes, self.cloud.running(),
+                                       _mem_available_mb()))
         findings += agent_findings(values["ssh_public_keys"])
         if self.cloud.usable() and self.cloud.attached(self.state.cluster):
             # The cluster's project exists: check it as any OpenStack would be checked.
@@ -462,17 +461,17 @@ def _raise_inotify():
                        check=False)
 
 
-def memory_finding(values, cloud_running, avail):
+def memory_finding(values, nodes, cloud_running, avail):
     """Whether this machine has the memory for the cluster's hosts, and for the cloud too
     when it is not up yet (a running cloud's memory is already taken)."""
-    hosts = node_count(values) + 2
-    hosts_mb = hosts_memory_mb(values)
+    hosts = len(nodes) + 2
+    hosts_mb = hosts_memory_mb(values, nodes)
     need = hosts_mb + (0 if cloud_running else CLOUD_MEMORY_MB)
     cloud = "the cloud is up" if cloud_running else f"the cloud {CLOUD_MEMORY_MB} MiB more"
     return Finding(
         "local memory", avail is None or avail > need,
         f"{hosts} {values['kubernetes_distribution']} hosts need about {hosts_mb} MiB "
-        f"({cloud}); {avail} MiB available", "lower num_kube_nodes, or free memory")
+        f"({cloud}); {avail} MiB available", "remove nodes from kubernetes_nodes, or free memory")
 
 
 def _mem_available_mb():

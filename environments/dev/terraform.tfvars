@@ -8,8 +8,13 @@
 cluster_name            = "kos-dev"
 deploy_domain_name      = "dev.kos.internal"
 kubernetes_distribution = "microk8s"
-num_control_plane       = 1
-num_kube_nodes          = 3
+# The Kubernetes nodes by name (docs/nodes.md): add a node by adding its entry, retire one by
+# removing it.
+kubernetes_nodes = {
+  k8s-cp-1     = { role = "control_plane" }
+  k8s-worker-1 = { role = "worker" }
+  k8s-worker-2 = { role = "worker" }
+}
 # Own address ranges, so dev and prod can share a project (or the rehearsal cloud).
 public_cidr  = "10.10.0.0/16"
 private_cidr = "10.11.0.0/16"

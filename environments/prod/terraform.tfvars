@@ -8,7 +8,14 @@
 cluster_name            = "kos-prod"
 deploy_domain_name      = "prod.kos.internal"
 kubernetes_distribution = "kubeadm"
-num_control_plane       = 3
-num_kube_nodes          = 6
 public_cidr             = "10.20.0.0/16"
 private_cidr            = "10.21.0.0/16"
+# Three control planes, three workers (docs/nodes.md).
+kubernetes_nodes = {
+  k8s-cp-1     = { role = "control_plane" }
+  k8s-cp-2     = { role = "control_plane" }
+  k8s-cp-3     = { role = "control_plane" }
+  k8s-worker-1 = { role = "worker" }
+  k8s-worker-2 = { role = "worker" }
+  k8s-worker-3 = { role = "worker" }
+}

@@ -5,6 +5,7 @@ touched, heredocs and comments holding braces are read as Terraform reads them.
 """
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from kos import inputs
@@ -94,3 +95,56 @@ def test_a_module_that_is_not_hcl_names_the_file(tmp_path):
     with pytest.raises(InputError) as bad:
         evaluate(tmp_path, 'variable "a" {\n  type = string\n')
     assert f"{tmp_path / 'module' / 'variables.tf'}: not valid HCL" in str(bad.value)
+
+
+REPO = Path(__file__).resolve().parents[2]
+# What every deployment must set, as terraform/tests give it.
+REQUIRED = REPO / "terraform" / "tests" / "terraform.tfvars"
+
+
+def deployment_inputs(tmp_path, tfvars):
+    var_file = tmp_path / "nodes.tfvars"
+    var_file.write_text(textwrap.dedent(tfvars))
+    return inputs.evaluate(REPO / "terraform", [REQUIRED, var_file])
+
+
+def test_the_nodes_are_what_terraform_makes_of_the_variables(tmp_path):
+    """One node set for Terraform and kos: the counters of an older cluster and the map of
+    the same names give the same nodes, addresses and zones."""
+    counters = deployment_inputs(tmp_path, """
+        num_control_plane  = 3
+        num_kube_nodes     = 5
+        retired_nodes      = ["k8s-worker-1"]
+        availability_zones = ["az-a", "az-b"]
+    """)
+    assert counters.nodes == {
+        "k8s-cp-1": {"role": "control_plane", "address": 20, "az": "az-a", "flavor": None},
+        "k8s-cp-2": {"role": "control_plane", "address": 21, "az": "az-b", "flavor": None},
+        "k8s-cp-3": {"role": "control_plane", "address": 22, "az": "az-a", "flavor": None},
+        "k8s-worker-2": {"role": "worker", "address": 31, "az": "az-b", "flavor": None},
+    }
+    assert counters.node_count == 4
+    assert counters.control_planes == ["k8s-cp-1", "k8s-cp-2", "k8s-cp-3"]
+    mapped = deployment_inputs(tmp_path, """
+        availability_zones = ["az-a", "az-b"]
+        kubernetes_nodes = {
+          k8s-cp-1     = { role = "control_plane" }
+          k8s-cp-2     = { role = "control_plane" }
+          k8s-cp-3     = { role = "control_plane" }
+          k8s-worker-2 = { role = "worker" }
+        }
+    """)
+    assert mapped.nodes == counters.nodes
+
+
+def test_a_bad_node_map_is_refused_naming_the_variable_and_the_fix(tmp_path):
+    with pytest.raises(InputError) as err:
+        deployment_inputs(tmp_path, """
+            kubernetes_nodes = {
+              k8s-cp-1 = { role = "control_plane" }
+              k8s-cp-2 = { role = "control_plane" }
+            }
+        """)
+    assert "nothing was created or changed" in err.value.problem
+    assert any(d.startswith("kubernetes_nodes") and "odd number of control planes" in d
+               for d in err.value.details), err.value.details

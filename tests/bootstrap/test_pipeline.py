@@ -172,7 +172,7 @@ def pipeline_vars(fake_cloud, terraform_env, ssh_agent, tmp_path):
     def variables(**tfvars):
         path = tmp_path / f"site-{len(list(tmp_path.glob('site-*')))}.tfvars.json"
         values = required_vars(ssh_agent.public_key)
-        values.pop("num_kube_nodes")  # environments/dev/terraform.tfvars says 3
+        values.pop("num_kube_nodes")  # environments/dev/terraform.tfvars names the nodes
         values.update(tfvars)
         path.write_text(json.dumps(values))
         return {
@@ -288,10 +288,13 @@ def test_deploy_applies_the_saved_plan_only(local_pipeline, project, fake_cloud,
     assert cloud_writes(fake_cloud) == []
 
     # The variables changed after the review: deploy refuses and changes nothing.
-    changed = run_pipeline(local_pipeline, project, ["deploy:dev"], pipeline_vars(num_kube_nodes=4))
+    more = {"k8s-cp-1": {"role": "control_plane"},
+            **{f"k8s-worker-{n}": {"role": "worker"} for n in (1, 2, 3)}}
+    changed = run_pipeline(local_pipeline, project, ["deploy:dev"],
+                           pipeline_vars(kubernetes_nodes=more))
     log = changed.stdout + changed.stderr
     assert changed.returncode != 0
-    assert "variables changed since the plan was made: num_kube_nodes" in log, log[-4000:]
+    assert "variables changed since the plan was made: kubernetes_nodes" in log, log[-4000:]
     assert cloud_writes(fake_cloud) == []
     assert "/gitlab/api/v4/projects/1/terraform/state/dev" not in fake_cloud.gitlab_states
 

@@ -230,6 +230,11 @@ def test_local_cloud_says_once_that_the_operators_cloud_is_ignored(workdir, writ
     # 2 plain hosts, 3 kubeadm control planes at 1024 MiB, a worker at 300 MiB
     ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3},
      "6 kubeadm hosts need about 3692 MiB"),
+    # the same nodes written as a map by name
+    ({"kubernetes_distribution": "kubeadm", "kubernetes_nodes": {
+        "k8s-cp-1": {"role": "control_plane"}, "k8s-cp-2": {"role": "control_plane"},
+        "k8s-cp-3": {"role": "control_plane"}, "k8s-worker-1": {"role": "worker"}}},
+     "6 kubeadm hosts need about 3692 MiB"),
     # the same behind the API load balancer: its amphora, 250 MiB more
     ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3,
       "api_load_balancer": "octavia"},
@@ -253,8 +258,11 @@ def test_local_memory_estimate_follows_the_clusters_shape(workdir, write_vars, v
 def test_a_running_clouds_memory_is_not_counted_again(running, avail, ok, text):
     from kos_local import memory_finding
 
-    values = {"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3}
-    found = memory_finding(values, running, avail)
+    values = {"kubernetes_distribution": "kubeadm"}
+    nodes = {name: {"role": role} for name, role in (
+        ("k8s-cp-1", "control_plane"), ("k8s-cp-2", "control_plane"),
+        ("k8s-cp-3", "control_plane"), ("k8s-worker-1", "worker"))}
+    found = memory_finding(values, nodes, running, avail)
     assert (found.ok, found.check) == (ok, "local memory")
     assert text in found.message, found.message
 

@@ -33,12 +33,17 @@ from tests.netlab import can_use_netns
 
 pytestmark = pytest.mark.skipif(not can_use_netns(), reason="needs root for namespaces")
 
+def node_map(control_planes, workers):
+    """kubernetes_nodes for k8s-cp-1.. and k8s-worker-1.., as an operator writes it."""
+    return {**{f"k8s-cp-{n}": {"role": "control_plane"} for n in range(1, control_planes + 1)},
+            **{f"k8s-worker-{n}": {"role": "worker"} for n in range(1, workers + 1)}}
+
+
 CLUSTERS = {
     "microk8s": {
         "cluster_name": "kose2em",
         "kubernetes_distribution": "microk8s",
-        "num_control_plane": 1,
-        "num_kube_nodes": 3,
+        "kubernetes_nodes": node_map(1, 2),
         "api_load_balancer": "octavia",
         "public_cidr": "10.246.0.0/24",
         "private_cidr": "10.247.0.0/24",
@@ -46,8 +51,7 @@ CLUSTERS = {
     "kubeadm": {
         "cluster_name": "kose2ek",
         "kubernetes_distribution": "kubeadm",
-        "num_control_plane": 3,
-        "num_kube_nodes": 5,
+        "kubernetes_nodes": node_map(3, 2),
         "api_load_balancer": "octavia",
         "public_cidr": "10.248.0.0/24",
         "private_cidr": "10.249.0.0/24",

@@ -20,7 +20,7 @@ import pytest
 
 from kos_local import net as local_net
 from tests.bootstrap.conftest import Kos
-from tests.e2e.conftest import (Listener, cloud, connects, once, operator_kubectl,
+from tests.e2e.conftest import (Listener, cloud, connects, node_map, once, operator_kubectl,
                                 tcp_peer_seen_by_listener)
 
 pytestmark = pytest.mark.netns
@@ -42,7 +42,7 @@ def test_up_converges_every_node(cluster):
     nodes = {n["hostname"]: n for n in doc["nodes"]}
     assert sorted(nodes) == sorted(cluster.hostnames())
     kube = {h: n["kubernetes"] for h, n in nodes.items() if "kubernetes" in n}
-    assert len(kube) == cluster.values["num_kube_nodes"]
+    assert len(kube) == len(cluster.values["kubernetes_nodes"])
     # every kubelet reports its version: one release across a fresh cluster
     versions = {h: k8s.pop("version") for h, k8s in kube.items()}
     assert len(set(versions.values())) == 1 and re.fullmatch(
@@ -277,13 +277,20 @@ def test_preflight_reads_the_real_clouds_images_flavors_and_quotas(cluster, tmp_
                          tmp_path)
     assert res.returncode == 4, res.stderr
     assert "set base_image to one of: debian-12-rehearsal" in res.stderr
-    assert ("set kube_node_flavor to one of: m1.large, m1.medium, m1.small, m1.tiny, m1.xlarge"
-            in res.stderr)
+    flavors = "m1.large, m1.medium, m1.small, m1.tiny, m1.xlarge"
+    assert f"set kube_node_flavor to one of: {flavors}" in res.stderr
+    # a node's own flavor is checked as well
+    nodes = {**cluster.values["kubernetes_nodes"],
+             "gpu-1": {"role": "worker", "address": 60, "flavor": "g1.huge"}}
+    res = openstack_path(cluster, {"kubernetes_nodes": nodes}, tmp_path)
+    assert res.returncode == 4, res.stderr
+    assert "kubernetes_nodes: gpu-1's flavor 'g1.huge' is not a flavor of this cloud" in res.stderr
+    assert f"set its flavor to one of: {flavors}" in res.stderr
     # 300 nodes + bastion + master against the project's real instance quota and usage
     limits = conn.compute.get_limits().absolute
     free = limits.instances - limits.instances_used
-    res = openstack_path(cluster, {"num_kube_nodes": 300, "private_cidr": "10.247.0.0/16"},
-                         tmp_path)
+    res = openstack_path(cluster, {"kubernetes_nodes": node_map(1, 299),
+                                   "private_cidr": "10.247.0.0/16"}, tmp_path)
     assert res.returncode == 4, res.stderr
     assert f"quota instances: this plan needs 302 but only {free} is free" in res.stderr
     assert inventory(conn) == before

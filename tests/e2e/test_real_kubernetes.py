@@ -143,7 +143,7 @@ def test_the_control_plane_etcd_coredns_and_kube_proxy_run(real):
     # so cluster DNS survives any one node
     assert len({p["spec"]["nodeName"] for p in dns}) == 2, [p["spec"]["nodeName"] for p in dns]
     proxies = [p for n, p in pods.items() if n.startswith("kube-proxy-")]
-    assert len(proxies) == real.values["num_kube_nodes"] and all(ready(p) for p in proxies)
+    assert len(proxies) == len(real.values["kubernetes_nodes"]) and all(ready(p) for p in proxies)
 
 
 def etcdctl(cluster, via, *args):
@@ -201,7 +201,7 @@ def probes(real, tmp_path_factory):
         up = {p["spec"]["nodeName"]: (p["metadata"]["name"], p["status"].get("podIP"))
               for p in items if p["status"]["phase"] == "Running"
               and all(c.get("ready") for c in p["status"].get("containerStatuses", []))}
-        return len(up) == real.values["num_kube_nodes"], up
+        return len(up) == len(real.values["kubernetes_nodes"]), up
 
     yield wait_for("a probe pod running on every node", all_running)
     # through k8s-cp-2: the module's last test leaves k8s-cp-1's server off

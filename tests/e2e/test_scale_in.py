@@ -1,7 +1,7 @@
 """
 Scale in and out by name on the rehearsal cloud (issue 16, item 2; issue 11, item 4): the
-operator retires k8s-worker-2 (``retired_nodes``) and raises ``num_kube_nodes`` in the same
-change; ``kos up`` takes k8s-worker-2 out of the cluster before Terraform destroys exactly
+operator takes k8s-worker-2's entry out of ``kubernetes_nodes`` and adds a new worker's in the
+same change; ``kos up`` takes k8s-worker-2 out of the cluster before Terraform destroys exactly
 its server, forgets its salt key and mine data, and a new worker joins. Nothing of
 k8s-worker-2 is left (server, host, key, /etc/hosts lines, Kubernetes node, and on the
 real kubeadm cluster its pod route on every node), and no other node moved. Named to run
@@ -56,7 +56,8 @@ def wait_for(what, probe, timeout=120, interval=3):
 def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
     cluster = up
     distribution = cluster.values["kubernetes_distribution"]
-    workers = cluster.values["num_kube_nodes"] - cluster.values["num_control_plane"]
+    nodes = cluster.values["kubernetes_nodes"]
+    workers = sum(1 for node in nodes.values() if node["role"] == "worker")
     added = f"k8s-worker-{workers + 1}"
     ids = {i["hostname"]: mid for mid, i in cluster.outputs()["minions"].items()}
     domain = ids["salt"].split(".", 1)[1]
@@ -69,8 +70,9 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
     pattern = local_net.cloud_pattern(cloud().name)
     machine = local_net.host_ns(cloud().name, server.id)
     assert machine in local_hosts.nspawns(pattern)
-    cluster.values = dict(cluster.values, retired_nodes=["k8s-worker-2"],
-                          num_kube_nodes=cluster.values["num_kube_nodes"] + 1)
+    # the operator's edit: one entry out, one in
+    nodes = {name: node for name, node in nodes.items() if name != "k8s-worker-2"}
+    cluster.values = dict(cluster.values, kubernetes_nodes={**nodes, added: {"role": "worker"}})
     (cluster.kos.cwd / "cluster.tfvars.json").write_text(json.dumps(cluster.values))
 
     res = cluster.kos("up", *cluster.args, "--yes", timeout=UP_TIMEOUT)
@@ -133,16 +135,18 @@ def test_a_retired_worker_leaves_nothing_behind_and_a_new_one_joins(up):
 
 def test_a_node_added_back_and_retired_again_leaves_again(up):
     """The steps ask the cluster and the master whether there is anything to do, not their
-    record: k8s-worker-2 comes back (out of retired_nodes), joins, and retired again with
-    the very variables of its first retirement it leaves again and its key goes."""
+    record: k8s-worker-2 comes back (its entry back in kubernetes_nodes), joins, and retired
+    again with the very variables of its first retirement it leaves again and its key goes."""
     cluster = up
     distribution = cluster.values["kubernetes_distribution"]
     first = next(m for m, i in cluster.outputs()["minions"].items() if i["hostname"] == "k8s-cp-1")
     domain = first.split(".", 1)[1]
     back = f"k8s-worker-2.{domain}"
     retired = dict(cluster.values)
-    assert retired.get("retired_nodes") == ["k8s-worker-2"], "runs after the retirement above"
-    for values, member in ((dict(retired, retired_nodes=[]), True), (retired, False)):
+    assert "k8s-worker-2" not in retired["kubernetes_nodes"], "runs after the retirement above"
+    again = dict(retired, kubernetes_nodes={**retired["kubernetes_nodes"],
+                                            "k8s-worker-2": {"role": "worker"}})
+    for values, member in ((again, True), (retired, False)):
         cluster.values = values
         (cluster.kos.cwd / "cluster.tfvars.json").write_text(json.dumps(values))
         res = cluster.kos("up", *cluster.args, "--yes", timeout=UP_TIMEOUT)

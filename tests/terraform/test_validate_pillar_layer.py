@@ -50,6 +50,20 @@ CASES = {
         },
         {"admin_network_name": "admin"},
     ),
+    "kubeadm_nodes_as_a_map": (
+        {
+            "kubernetes_distribution": "kubeadm",
+            "availability_zones": ["az-a", "az-b"],
+            "kubernetes_nodes": {
+                "k8s-cp-1": {"role": "control_plane"},
+                "k8s-cp-2": {"role": "control_plane", "az": "az-c"},
+                "k8s-cp-3": {"role": "control_plane"},
+                "k8s-worker-2": {"role": "worker"},
+                "gpu-1": {"role": "worker", "address": 60, "flavor": "g1.xlarge"},
+            },
+        },
+        {},
+    ),
     "top_master_with_retired_nodes": (
         {
             "cluster_name": "top",
@@ -131,10 +145,10 @@ def compared(tf, terraform_workdir, tmp_path_factory):
     for name, (pillar_vars, other_vars) in CASES.items():
         var_file = inputs_dir / f"{name}.tfvars.json"
         var_file.write_text(json.dumps(pillar_vars))
-        values = validate_pillar.inputs.evaluate(
+        evaluated = validate_pillar.inputs.evaluate(
             TERRAFORM_DIR, [var_file], only=validate_pillar.PILLAR_VARIABLES
-        ).values
-        layers[name] = validate_pillar.terraform_layer(values)
+        )
+        layers[name] = validate_pillar.terraform_layer(evaluated.values, evaluated.nodes)
         layer_file = inputs_dir / f"{name}.yaml"
         # As check_environment writes _from_terraform.sls.
         layer_file.write_text(yaml.safe_dump(layers[name], sort_keys=True))

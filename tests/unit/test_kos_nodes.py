@@ -1,5 +1,5 @@
-"""Nodes by name on kos's side: how many servers the variables ask for (retired names hold
-none) and which server `kos up --replace HOST` rebuilds."""
+"""Nodes by name on kos's side: what the node set Terraform evaluated (kos.inputs.Inputs.nodes)
+asks of the cloud, and which server `kos up --replace HOST` rebuilds."""
 
 import re
 from pathlib import Path
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from kos import backends, cloud, plan
 from kos.errors import InputError, TerraformError
-from kos.inputs import Inputs, node_count
+from kos.inputs import Inputs
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
 
@@ -22,21 +22,23 @@ def outputs(*hosts):
     return {"minions": found}
 
 
-def test_retired_names_hold_no_server():
-    values = {"num_kube_nodes": 5, "num_control_plane": 3, "retired_nodes": ["k8s-worker-1"]}
-    assert node_count(values) == 4
-    assert Inputs(values).node_count == 4
-    assert node_count({"num_kube_nodes": 3}) == 3
+def node_set(*names, **flavors):
+    """A node set as terraform/modules/node_set gives it."""
+    return {name: {"role": "control_plane" if name.startswith("k8s-cp-") else "worker",
+                   "address": 20 + i, "az": None, "flavor": flavors.get(name.replace("-", "_"))}
+            for i, name in enumerate(names)}
 
 
-def test_quota_counts_the_servers_that_exist():
+def test_quota_counts_each_node_with_its_own_flavor():
     small = SimpleNamespace(vcpus=2, ram=2048)
-    values = {"num_kube_nodes": 4, "retired_nodes": ["k8s-worker-2"],
-              "first_control_plane_access": "floating_ip", "kube_node_flavor": "m1.small",
+    large = SimpleNamespace(vcpus=8, ram=16384)
+    values = {"first_control_plane_access": "floating_ip", "kube_node_flavor": "m1.small",
               "salt_master_flavor": "m1.small", "bastion_flavor": "m1.small",
               "salt_master_volume_size": 10}
-    need = cloud.plan_needs(values, {"m1.small": small})
-    assert need["instances"] == 3 + 2 and need["cores"] == 5 * 2
+    nodes = node_set("k8s-cp-1", "k8s-worker-2", "gpu-1", gpu_1="g1.large")
+    need = cloud.plan_needs(values, nodes, {"m1.small": small, "g1.large": large})
+    assert need["instances"] == 3 + 2
+    assert need["cores"] == 4 * 2 + 8 and need["ram"] == 4 * 2048 + 16384
 
 
 def test_replace_names_the_server_terraform_declares():
@@ -76,7 +78,8 @@ def test_a_plan_that_moves_a_running_node_is_refused_with_the_fix():
     with pytest.raises(InputError) as err:
         plan.refuse_moving_nodes(doc)
     assert "k8s-worker-1 from 10.0.0.21 to 10.0.0.30" in err.value.problem
-    assert "worker_address_base = 20 + num_control_plane" in err.value.fix
+    assert "its address back in kubernetes_nodes" in err.value.fix
+    assert "worker_address_base = 20 + the number of control planes" in err.value.fix
 
 
 def test_nodes_that_come_or_go_or_stay_put_pass():
@@ -159,13 +162,14 @@ def test_replace_refuses_a_change_that_also_retires_a_running_node():
     running = outputs("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")
     with pytest.raises(InputError) as err:
         backends.refuse_retiring_while_replacing(
-            Inputs({"retired_nodes": ["k8s-worker-2"]}), running)
-    assert "retired_nodes names k8s-worker-2, which still run" in err.value.problem
+            Inputs({}, nodes=node_set("k8s-cp-1", "k8s-worker-1")), running)
+    assert "k8s-worker-2 still run but the inputs no longer list it" in err.value.problem
     assert "kos up without --replace first" in err.value.fix
     # once it is gone, or with nothing retired, a replacement goes on
-    backends.refuse_retiring_while_replacing(Inputs({"retired_nodes": ["k8s-worker-2"]}),
+    backends.refuse_retiring_while_replacing(Inputs({}, nodes=node_set("k8s-cp-1", "k8s-worker-1")),
                                              outputs("k8s-cp-1", "k8s-worker-1"))
-    backends.refuse_retiring_while_replacing(Inputs({}), running)
+    backends.refuse_retiring_while_replacing(
+        Inputs({}, nodes=node_set("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")), running)
 
 
 def test_a_failed_apply_says_why_nova_put_servers_in_error():
@@ -223,7 +227,8 @@ def test_replaced_nodes_leave_the_cluster_before_their_servers_are_rebuilt(tmp_p
     monkeypatch.setattr(backends.cloud, "wait_first_boot", lambda *a, **kw: {"booted": 2})
     left = []
     steps = Steps()
-    found.create(Inputs({"cluster_name": "kc"}), steps,
+    nodes = node_set("k8s-cp-1", "k8s-cp-2", "k8s-cp-3", "k8s-worker-2")
+    found.create(Inputs({"cluster_name": "kc"}, nodes=nodes), steps,
                  leaving=lambda ids, replace=False: left.append((ids, replace, list(tf.calls))))
     assert left == [(["k8s-worker-2.example.com"], True, [])]  # before anything applied
     assert tf.calls == ["apply"]
@@ -248,7 +253,7 @@ def test_the_only_control_plane_is_never_rebuilt_in_place():
     with pytest.raises(InputError) as err:
         nodes.refuse_replacing_the_only_control_plane(alone)
     assert "k8s-cp-1 is the only control plane" in err.value.problem
-    assert "num_control_plane" in err.value.fix and "Replace a node" in err.value.fix
+    assert "k8s-cp-2 and k8s-cp-3 in kubernetes_nodes" in err.value.fix and "Replace a node" in err.value.fix
     # with another control plane to rejoin through, the first one is rebuilt like any other
     nodes.refuse_replacing_the_only_control_plane(deployment(("bastion", "k8s-cp-1")))
     nodes.refuse_replacing_the_only_control_plane(deployment(("k8s-cp-2", "salt")))
@@ -261,3 +266,15 @@ def test_the_rebuilt_servers_old_keys_are_forgotten_but_the_masters():
     dep = deployment((), {"add": 3, "replaced": ["bastion", "k8s-cp-2", "salt"]})
     assert nodes.rebuilt_minions(dep) == ["bastion.example.com", "k8s-cp-2.example.com"]
     assert nodes.rebuilt_minions(deployment((), {"add": 1, "retired": ["x"]})) == []
+
+
+def test_a_saved_plans_node_map_is_the_same_map_without_its_null_attributes():
+    """A saved plan keeps the map as written; kos's evaluation has the optional attributes
+    Terraform's type adds, as null. Only a real change refuses the plan."""
+    from kos.terraform import changed_variables
+
+    written = {"kubernetes_nodes": {"k8s-cp-1": {"role": "control_plane"}}}
+    typed = {"k8s-cp-1": {"role": "control_plane", "address": None, "az": None, "flavor": None}}
+    assert changed_variables(written, {"kubernetes_nodes": typed}) == []
+    typed["k8s-cp-1"]["flavor"] = "m1.large"
+    assert changed_variables(written, {"kubernetes_nodes": typed}) == ["kubernetes_nodes"]

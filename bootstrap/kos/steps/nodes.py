@@ -103,7 +103,8 @@ def refuse_replacing_the_only_control_plane(dep):
         raise InputError(
             f"--replace {host}: {host} is the only control plane, and the cluster lives on "
             "its disk: a new server there would start another cluster",
-            fix="add control planes first (num_control_plane = 3), then replace it; or "
+            fix="add control planes first (k8s-cp-2 and k8s-cp-3 in kubernetes_nodes), then "
+            "replace it; or "
             "bring its server back with its disk (docs/day-two.md, Nodes, Replace a node)")
 
 
@@ -162,7 +163,7 @@ def forget(dep, names):
     """``kos forget``: nodes whose servers are gone, forgotten by the cluster (orch.remove
     with force: microk8s remove-node --force, or the Node and any etcd member of that name
     deleted) and by the salt master (their keys, mine data). A node Terraform still lists
-    is refused: it leaves through retired_nodes. What nothing knows any more is said, not
+    is refused: it leaves by leaving kubernetes_nodes. What nothing knows any more is said, not
     an error, so a re-run after a forget that was cut short finishes it."""
     outputs = dep.require_outputs()
     ids = _forget_ids(outputs, names)
@@ -172,7 +173,8 @@ def forget(dep, names):
         raise InputError(
             f"{hosts}: Terraform still lists {'its server' if len(listed) == 1 else 'their servers'}"
             " (kos forget is for nodes whose servers are gone)",
-            fix=f"retire {'it' if len(listed) == 1 else 'them'}: add {hosts} to retired_nodes "
+            fix=f"retire {'it' if len(listed) == 1 else 'them'}: remove {hosts} from "
+            "kubernetes_nodes (or, for a cluster described by counters, add to retired_nodes) "
             "and run kos up, which takes a node out of the cluster before its server goes")
     with dep.master() as master:
         held = key_holders(master, ids)

@@ -8,7 +8,7 @@
     node that fails stops the run and the nodes after it stay. A re-run goes on where it
     stopped: every step is satisfied on a node that has left.
 
-    The servers stay: kos up runs this for the nodes in Terraform's retired_nodes before
+    The servers stay: kos up runs this for the nodes gone from Terraform's node set before
     Terraform destroys their servers, then deletes their salt keys; the next converge
     takes them out of every /etc/hosts.
 
