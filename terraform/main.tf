@@ -143,16 +143,17 @@ module "bastion" {
 module "nodes" {
   source = "./modules/nodes"
 
-  cluster            = local.cluster
-  networks           = local.networks
-  nodes              = local.kube_nodes
-  distribution       = var.kubernetes_distribution
-  api_port           = local.api_port
-  admin_network_name = var.admin_network_name
-  private_cidr       = var.private_cidr
-  pod_cidr           = var.pod_cidr
-  service_cidr       = var.service_cidr
-  bastion_private_ip = local.bastion_private_ip
+  cluster               = local.cluster
+  networks              = local.networks
+  nodes                 = local.kube_nodes
+  server_group_policies = var.server_group_policies
+  distribution          = var.kubernetes_distribution
+  api_port              = local.api_port
+  admin_network_name    = var.admin_network_name
+  private_cidr          = var.private_cidr
+  pod_cidr              = var.pod_cidr
+  service_cidr          = var.service_cidr
+  bastion_private_ip    = local.bastion_private_ip
   # With a load balancer the API is reached through it only, not on k8s-cp-1's outside port.
   api_allowed_cidrs         = local.octavia ? [] : local.api_allowed_cidrs
   api_load_balancer_sources = local.api_load_balancer_sources

@@ -56,6 +56,11 @@ output "kubernetes_nodes" {
   value       = local.kubernetes_nodes
 }
 
+output "server_groups" {
+  description = "The cluster's server group per role (server_group_policies): name, policy and the nodes created in it."
+  value       = module.nodes.server_groups
+}
+
 output "salt_pillar" {
   description = "The pillar (YAML) cloud-init wrote to /srv/pillar/_from_terraform.sls on the Salt master; push it again after changes, since the master's user data is only read at its first boot."
   value       = local.salt_pillar

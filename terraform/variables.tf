@@ -192,6 +192,28 @@ variable "kubernetes_nodes" {
   default     = null
 }
 
+variable "server_group_policies" {
+  type = object({
+    control_plane = optional(string, "anti-affinity")
+    worker        = optional(string, "soft-anti-affinity")
+  })
+  description = <<-EOT
+    How Nova places each role's servers, through a server group of the cluster's own per role:
+    anti-affinity (each on its own compute host, or the server is not created),
+    soft-anti-affinity (apart where Nova can) or none. Control planes default to
+    anti-affinity, so one host going down takes one member of etcd or dqlite; a cloud with
+    fewer compute hosts (in the nodes' zone) than control planes needs soft-anti-affinity,
+    chosen explicitly. Workers default to soft-anti-affinity. A group added to an existing
+    cluster takes the servers created from then on; the running ones stay where they are.
+  EOT
+  default     = {}
+
+  validation {
+    condition     = alltrue([for policy in values(var.server_group_policies) : contains(["anti-affinity", "soft-anti-affinity", "none"], policy)])
+    error_message = "server_group_policies: each role's policy must be anti-affinity, soft-anti-affinity or none."
+  }
+}
+
 variable "num_control_plane" {
   type        = number
   description = "Superseded by kubernetes_nodes (docs/nodes.md): number of control-plane nodes (k8s-cp-1 ...); odd, so etcd/dqlite keep a quorum."

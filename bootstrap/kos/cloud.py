@@ -313,6 +313,9 @@ def cloud_findings(conn, values, nodes, check_quota=True):
             )
 
     findings += load_balancer_findings(conn, values)
+    from . import placement  # it builds on this module's Finding
+
+    findings += placement.findings(conn, values, nodes)
 
     if check_quota:
         missing_flavor = any(
@@ -391,15 +394,25 @@ def cluster_servers(conn, cluster):
 def server_faults(conn, cluster):
     """``["<name>: <Nova's fault message>"]`` of the cluster's servers in ERROR: Terraform
     says only "unexpected state 'ERROR'", the fault says why (no valid host, a port that
-    could not be bound, what the hypervisor answered)."""
+    could not be bound, what the hypervisor answered), and a server group that kept Nova
+    from placing the server names itself and the fix."""
     found = []
+    groups = None
     for server in cluster_servers(conn, cluster):
         if (server.status or "").upper() != "ERROR":
             continue
         fault = server.fault or {}
-        found.append(f"{server.name}: {fault.get('message') or 'no fault recorded'}"
+        message = fault.get("message") or "no fault recorded"
+        hint = ""
+        if "No valid host" in message:
+            from . import placement  # it builds on this module's Finding
+
+            if groups is None:
+                groups = list(conn.compute.server_groups())
+            hint = placement.no_valid_host_hint(server, groups)
+        found.append(f"{server.name}: {message}"
                      + (f" ({fault['details'].strip().splitlines()[-1].strip()[:300]})"
-                        if fault.get("details") else ""))
+                        if fault.get("details") else "") + hint)
     return found
 
 

@@ -194,9 +194,19 @@ class LocalBackend(Backend):
         if self.cloud.usable() and self.cloud.attached(self.state.cluster):
             # The cluster's project exists: check it as any OpenStack would be checked.
             self._environment()
-            findings += [f for f in self.openstack.preflight(inputs, check_quota)
+            findings += [f for f in self._openstack_findings(inputs, check_quota)
                          if f.check != "ssh-agent"]
         return findings
+
+    def _openstack_findings(self, inputs, check_quota):
+        """The cluster's project checked as any OpenStack's, and the placement its server
+        groups ask for counted with the cloud's admin (a project member may not list the
+        compute hosts)."""
+        from kos import placement
+
+        found = [f for f in self.openstack.preflight(inputs, check_quota)
+                 if f.check != "placement"]
+        return found + placement.findings(self.cloud.admin(), inputs.values, inputs.nodes)
 
     def _cloud_findings(self, values):
         """What a cluster must not share with the cloud: a project name it keeps for
@@ -229,7 +239,7 @@ class LocalBackend(Backend):
         self._environment()
         steps.run(
             "cloud-preflight", fp, "preflight against the rehearsal cloud's API",
-            lambda: raise_on_failures(self.openstack.preflight(
+            lambda: raise_on_failures(self._openstack_findings(
                 inputs, check_quota=steps.status("terraform-apply") is None)) or {},
             always=True,
         )

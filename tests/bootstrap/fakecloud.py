@@ -691,6 +691,13 @@ class FakeCloud:
             return 200, {"flavors": copy.deepcopy(self.state["flavors"])}, {}
         if method == "GET" and path == "/v2.1/limits":
             return 200, {"limits": {"absolute": dict(self.state["compute_limits"]), "rate": []}}, {}
+        if method == "GET" and path == "/v2.1/os-services":
+            # Nova's default policy keeps os_compute_api:os-services:list for admins.
+            message = "Policy doesn't allow os_compute_api:os-services:list to be performed."
+            return 403, {"forbidden": {"code": 403, "message": message}}, {}
+        match = re.fullmatch(r"/v2\.1/os-server-groups(?:/([^/]+))?", path)
+        if match:
+            return self.server_groups(method, match.group(1), body)
         if method == "POST":
             return (
                 403,
@@ -703,6 +710,31 @@ class FakeCloud:
                 },
                 {},
             )
+        return self.not_found()
+
+    def server_groups(self, method, group_id, body):
+        """api-ref compute "Server groups (os-server-groups)": a project member may create,
+        show, list and delete its own; Nova answers a creation with 200. Before microversion
+        2.64 the policy is a one-item ``policies`` list, from it a ``policy`` string."""
+        groups = self.state.setdefault("server_groups", [])
+        if method == "POST" and group_id is None:
+            asked = (body or {}).get("server_group") or {}
+            policy = asked.get("policy") or next(iter(asked.get("policies") or []), None)
+            group = {"id": new_id(), "name": asked.get("name"), "policy": policy,
+                     "policies": [policy], "rules": asked.get("rules") or {}, "members": [],
+                     "metadata": {}, "project_id": PROJECT_ID}
+            groups.append(group)
+            return 200, {"server_group": copy.deepcopy(group)}, {}
+        if method == "GET" and group_id is None:
+            return 200, {"server_groups": copy.deepcopy(groups)}, {}
+        found = next((g for g in groups if g["id"] == group_id), None)
+        if found is None:
+            return self.not_found("server group")
+        if method == "GET":
+            return 200, {"server_group": copy.deepcopy(found)}, {}
+        if method == "DELETE":
+            groups.remove(found)
+            return 204, None, {}
         return self.not_found()
 
     # -- networking ------------------------------------------------------------------

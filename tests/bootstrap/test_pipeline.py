@@ -224,9 +224,9 @@ def test_validate_and_plan_save_the_plan_without_secrets(
         "plan.txt",
         "report.json",
     ]
-    assert len(json.loads((out / "changes.json").read_text())) == 50
+    assert len(json.loads((out / "changes.json").read_text())) == 52
     assert json.loads((out / "report.json").read_text()) == {
-        "create": 50,
+        "create": 52,
         "update": 0,
         "delete": 0,
     }

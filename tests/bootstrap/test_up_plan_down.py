@@ -120,7 +120,7 @@ def test_plan_artifacts_hold_no_secret(cloud_kos, fake_cloud, write_vars, ssh_ag
         check=0,
     )
     summary = json.loads(res.stdout)
-    assert summary["cluster"] == "demo" and summary["changes"] == 50
+    assert summary["cluster"] == "demo" and summary["changes"] == 52
     out = cloud_kos.cwd / "plan"
     assert sorted(p.name for p in out.iterdir()) == [
         "changes.json", "diff.json", "diff.txt", "plan.txt"]

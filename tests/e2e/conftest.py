@@ -52,6 +52,8 @@ CLUSTERS = {
         "cluster_name": "kose2ek",
         "kubernetes_distribution": "kubeadm",
         "kubernetes_nodes": node_map(3, 2),
+        # the rehearsal cloud has one compute host: the control planes apart where Nova can
+        "server_group_policies": {"control_plane": "soft-anti-affinity"},
         "api_load_balancer": "octavia",
         "public_cidr": "10.248.0.0/24",
         "private_cidr": "10.249.0.0/24",

@@ -296,6 +296,40 @@ def test_preflight_reads_the_real_clouds_images_flavors_and_quotas(cluster, tmp_
     assert inventory(conn) == before
 
 
+def test_each_role_is_a_server_group_nova_keeps(cluster):
+    """The cluster's own server groups, as Nova holds them: every node in its role's group
+    with the policy chosen (the kubeadm cluster: its three control planes soft, on the
+    rehearsal cloud's one compute host)."""
+    groups = {g.name: g for g in cluster.conn().compute.server_groups()}
+    servers = {s.id: (s.metadata or {}).get("kos_role") for s in cluster.conn().compute.servers()
+               if (s.metadata or {}).get("kos_cluster") == cluster.name}
+    policies = {"control_plane": "anti-affinity", "worker": "soft-anti-affinity",
+                **cluster.values.get("server_group_policies", {})}
+    for role, policy in policies.items():
+        group = groups[f"{cluster.name}-{role.replace('_', '-')}"]
+        assert (group.policy or group.policies[0]) == policy
+        assert sorted(group.member_ids) == sorted(i for i, r in servers.items() if r == role)
+
+
+def test_preflight_refuses_control_planes_apart_on_too_few_hosts(cluster, tmp_path):
+    """Hard anti-affinity for more control planes than the cloud has compute hosts is
+    refused before anything is built, counted with the cloud's admin."""
+    if cluster.values["kubernetes_distribution"] != "kubeadm":
+        pytest.skip("the kubeadm cluster has the three control planes")
+    values = {**cluster.values, "server_group_policies": {"control_plane": "anti-affinity"}}
+    var_file = tmp_path / "apart.tfvars.json"
+    var_file.write_text(json.dumps(values))
+    before = inventory(cluster.conn())
+    res = cluster.kos("preflight", "--cloud", "local", "--var-file", var_file, timeout=300)
+    assert res.returncode == 4, res.stderr
+    assert ("server_group_policies.control_plane = anti-affinity puts each of the control "
+            "planes on its own compute host, and the cloud has too few: 3 in all with 1 host"
+            in res.stderr), res.stderr
+    assert ('set server_group_policies = { control_plane = "soft-anti-affinity" }'
+            in res.stderr), res.stderr
+    assert inventory(cluster.conn()) == before
+
+
 def test_preflight_names_a_rejected_credential(cluster, tmp_path):
     once(cluster, "Keystone answers the same for both clusters")
     clouds = Path(cluster.kos.env["XDG_CONFIG_HOME"]) / "openstack" / "clouds.yaml"

@@ -83,6 +83,10 @@ BAD_VARIABLES = {
         ' "k8s-worker-1" = { role = "worker" }, "gpu-1" = { role = "worker", address = 30 } }',
         "two nodes have the same address",
     ),
+    "server_group_policy_unknown": (
+        'server_group_policies = { control_plane = "spread" }',
+        "server_group_policies: each role's policy must be anti-affinity, soft-anti-affinity or none",
+    ),
     "empty_external_network": (
         'external_network_name = "  "',
         "external_network_name must name the existing external network",

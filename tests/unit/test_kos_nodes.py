@@ -201,6 +201,28 @@ def test_a_failed_apply_says_why_nova_put_servers_in_error():
     assert found._with_faults(lambda: {"add": 1}, "kc") == {"add": 1}
 
 
+def test_no_valid_host_in_an_anti_affinity_group_names_the_group_and_the_fix():
+    fault = {"message": "No valid host was found. There are not enough hosts available."}
+    servers = [SimpleNamespace(id=f"s{n}", name=f"kc-k8s-cp-{n}", status=status,
+                               metadata={"kos_cluster": "kc", "kos_role": "control_plane"},
+                               fault=fault if status == "ERROR" else None)
+               for n, status in ((1, "ACTIVE"), (2, "ERROR"))]
+    groups = [SimpleNamespace(name="kc-worker", policy="soft-anti-affinity", policies=None,
+                              member_ids=["w1"]),
+              SimpleNamespace(name="kc-control-plane", policy=None, policies=["anti-affinity"],
+                              member_ids=["s1", "s2"])]
+    conn = SimpleNamespace(compute=SimpleNamespace(servers=lambda details: servers,
+                                                   server_groups=lambda: groups))
+    assert cloud.server_faults(conn, "kc") == [
+        "kc-k8s-cp-2: No valid host was found. There are not enough hosts available.; server "
+        "group kc-control-plane (anti-affinity) needs a compute host for each of its 2 "
+        'members: add compute hosts, or set server_group_policies = { control_plane = '
+        '"soft-anti-affinity" }']
+    # no group of the server's, or a soft one: Nova's message alone
+    groups[1].member_ids = ["s1"]
+    assert cloud.server_faults(conn, "kc") == [f"kc-k8s-cp-2: {fault['message']}"]
+
+
 class Steps:
     """kos.state's steps as create() uses them: each runs, its detail kept by name."""
 

@@ -26,7 +26,8 @@ FLAVORS = {
 IMAGE = "debian-12-rehearsal"
 EXTERNAL = "public"
 QUOTAS = {
-    "compute": {"instances": 120, "cores": 1000, "ram": 1024000},
+    "compute": {"instances": 120, "cores": 1000, "ram": 1024000,
+                "server_groups": 10, "server_group_members": 120},
     "network": {"ports": 800, "floating_ips": 20, "networks": 20, "subnets": 20,
                 "routers": 10, "security_groups": 100, "security_group_rules": 2000},
     "volume": {"volumes": 20, "gigabytes": 2000, "snapshots": 20},

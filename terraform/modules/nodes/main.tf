@@ -164,6 +164,16 @@ resource "openstack_networking_secgroup_rule_v2" "edge" {
   remote_ip_prefix  = each.value.cidr
 }
 
+# A server group per role whose policy is not none: Nova places the role's servers apart
+# (anti-affinity: on distinct compute hosts or not at all; soft-anti-affinity: apart where
+# it can). The group is the cluster's own, named after it.
+resource "openstack_compute_servergroup_v2" "role" {
+  for_each = { for role, policy in var.server_group_policies : role => policy if policy != "none" && contains([for node in values(var.nodes) : node.role], role) }
+
+  name     = "${var.cluster.name_prefix}-${replace(each.key, "_", "-")}"
+  policies = [each.value]
+}
+
 module "server" {
   source = "../server"
 
@@ -178,6 +188,7 @@ module "server" {
       template          = "minion"
       availability_zone = node.availability_zone
       flavor_name       = node.flavor_name
+      server_group_id   = try(openstack_compute_servergroup_v2.role[node.role].id, null)
       private = {
         ip                    = node.private_ip
         security_group_ids    = [openstack_networking_secgroup_v2.cluster.id]

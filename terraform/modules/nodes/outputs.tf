@@ -56,3 +56,15 @@ output "user_data" {
   value       = module.server.user_data
   sensitive   = true
 }
+
+output "server_groups" {
+  description = "The server group of each role that has one: name, policy and members' hostnames."
+  value = {
+    for role, group in openstack_compute_servergroup_v2.role : role => {
+      id      = group.id
+      name    = group.name
+      policy  = one(group.policies)
+      members = sort([for name, node in var.nodes : name if node.role == role])
+    }
+  }
+}

@@ -101,3 +101,17 @@ variable "root_password_hash" {
   default     = null
   sensitive   = true
 }
+
+variable "server_group_policies" {
+  type = object({
+    control_plane = string
+    worker        = string
+  })
+  description = "Nova server group policy per role (anti-affinity, soft-anti-affinity or none): the root module's variable of the same name describes it."
+  default     = { control_plane = "none", worker = "none" }
+
+  validation {
+    condition     = alltrue([for policy in values(var.server_group_policies) : contains(["anti-affinity", "soft-anti-affinity", "none"], policy)])
+    error_message = "Every server group policy must be anti-affinity, soft-anti-affinity or none."
+  }
+}

@@ -172,6 +172,13 @@ resource "openstack_compute_instance_v2" "this" {
     kos_minion_id = local.fqdn[each.key]
   }
 
+  dynamic "scheduler_hints" {
+    for_each = each.value.server_group_id == null ? [] : [each.value.server_group_id]
+    content {
+      group = scheduler_hints.value
+    }
+  }
+
   dynamic "network" {
     for_each = [for side in each.value.port_order : local.ports[each.key][side].id if contains(keys(local.ports[each.key]), side)]
     content {
@@ -182,8 +189,10 @@ resource "openstack_compute_instance_v2" "this" {
   lifecycle {
     # cloud-init reads user data at first boot only; later changes would only force a
     # rebuild (the master's pillar changes with every node added: the bootstrapper pushes
-    # the salt_pillar output instead).
-    ignore_changes = [user_data]
+    # the salt_pillar output instead). Nova places a server in its group when it creates
+    # it and cannot move a running one in: a group added to an existing cluster takes the
+    # servers made from then on, instead of rebuilding every node.
+    ignore_changes = [user_data, scheduler_hints]
   }
 }
 

@@ -4,13 +4,14 @@ output "fqdns" {
 }
 
 output "instances" {
-  description = "Every server by hostname: id, name, availability zone, flavor, server-level security groups (expected empty) and the ports it is plugged into, in order."
+  description = "Every server by hostname: id, name, availability zone, flavor, server group, server-level security groups (expected empty) and the ports it is plugged into, in order."
   value = {
     for host, server in openstack_compute_instance_v2.this : host => {
       id                = server.id
       name              = server.name
       availability_zone = server.availability_zone
       flavor_name       = server.flavor_name
+      server_group_id   = try(one(server.scheduler_hints).group, null)
       security_groups   = server.security_groups
       ports             = [for network in server.network : network.port]
     }
