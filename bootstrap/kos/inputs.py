@@ -43,11 +43,9 @@ ENV_UNIQUE = {
 
 
 # The module that turns the variables into the Kubernetes nodes by name, called by the root
-# module and by the scratch module here: Terraform alone knows which nodes the inputs ask for.
+# module and by the scratch module here (with the root variables of its variables' names):
+# Terraform alone knows which nodes the inputs ask for.
 NODE_SET = Path("modules") / "node_set"
-NODE_SET_VARIABLES = ("kubernetes_nodes", "num_control_plane", "num_kube_nodes",
-                      "worker_address_base", "retired_nodes", "availability_zones",
-                      "private_cidr")
 
 
 @dataclass
@@ -143,10 +141,12 @@ def _scratch_module(terraform_dir, scratch, blocks, auto=True):
     # Only whether a sensitive variable is set ever leaves Terraform, not its value.
     lines += [f"    {name} = nonsensitive(var.{name} != null)" for name in secret]
     lines += ["  }", "}", ""]
-    if all(name in blocks for name in NODE_SET_VARIABLES):
-        shutil.copytree(Path(terraform_dir) / NODE_SET, scratch / "node_set")
+    node_set = Path(terraform_dir) / NODE_SET
+    wanted = list(_variable_blocks(node_set)) if node_set.is_dir() else None
+    if wanted and all(name in blocks for name in wanted):
+        shutil.copytree(node_set, scratch / "node_set")
         lines += ['module "node_set" {', '  source = "./node_set"']
-        lines += [f"  {name} = var.{name}" for name in NODE_SET_VARIABLES]
+        lines += [f"  {name} = var.{name}" for name in wanted]
         lines += ["}", "", 'output "kos_nodes" {', "  value = module.node_set.nodes", "}", ""]
     (scratch / "kos_inputs.tf").write_text("\n".join(lines))
     copied = {}

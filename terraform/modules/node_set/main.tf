@@ -6,33 +6,35 @@
 # hand out the same names, so the same servers and addresses.
 
 locals {
-  named_address = {
-    for name in keys(coalesce(var.kubernetes_nodes, {})) : name => (
-      can(regex("^k8s-cp-[1-9][0-9]*$", name)) ? 19 + tonumber(regex("[0-9]+$", name)) :
-      can(regex("^k8s-worker-[1-9][0-9]*$", name)) ? var.worker_address_base - 1 + tonumber(regex("[0-9]+$", name)) :
-      null
-    )
-  }
   from_map = {
     for name, node in coalesce(var.kubernetes_nodes, {}) : name => {
       role    = node.role
-      address = coalesce(node.address, local.named_address[name])
+      address = node.address
       az      = node.az
       flavor  = node.flavor
     }
   }
   from_counters = {
-    for name, node in merge(
-      { for n in range(1, var.num_control_plane + 1) : "k8s-cp-${n}" => { role = "control_plane", address = 19 + n } },
-      { for n in range(1, var.num_kube_nodes - var.num_control_plane + 1) : "k8s-worker-${n}" => { role = "worker", address = var.worker_address_base - 1 + n } },
-    ) : name => merge(node, { az = null, flavor = null }) if !contains(var.retired_nodes, name)
+    for name, role in merge(
+      { for n in range(1, var.num_control_plane + 1) : "k8s-cp-${n}" => "control_plane" },
+      { for n in range(1, var.num_kube_nodes - var.num_control_plane + 1) : "k8s-worker-${n}" => "worker" },
+    ) : name => { role = role, address = null, az = null, flavor = null } if !contains(var.retired_nodes, name)
   }
   given = var.kubernetes_nodes == null ? local.from_counters : local.from_map
+  addressed = {
+    for name, node in local.given : name => merge(node, {
+      address = node.address != null ? node.address : (
+        can(regex("^k8s-cp-[1-9][0-9]*$", name)) ? 19 + tonumber(regex("[0-9]+$", name)) :
+        can(regex("^k8s-worker-[1-9][0-9]*$", name)) ? var.worker_address_base - 1 + tonumber(regex("[0-9]+$", name)) :
+        null
+      )
+    })
+  }
   # A node without a zone of its own gets one round-robin over address slots (host 20 is
   # slot 0), so adding or retiring a node never moves another to another zone.
   zones = length(var.availability_zones)
   nodes = {
-    for name, node in local.given : name => merge(node, {
+    for name, node in local.addressed : name => merge(node, {
       az = node.az != null ? node.az : (local.zones > 0 ? var.availability_zones[(node.address - 20) % local.zones] : null)
     })
   }
