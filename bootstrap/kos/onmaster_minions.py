@@ -5,6 +5,8 @@ and Salt).
 """
 
 import datetime
+import os
+import re
 import time
 
 from .onmaster_request import Failure, minion_ids
@@ -12,6 +14,15 @@ from .onmaster_summary import state_summary
 
 # The longest a round of op_answering waits for the silent.
 PING_MAX = 60
+
+# What salt/master.py's MWorker logs when its modules failed to load; the worker lives on
+# and answers every request it is handed with nothing (saltstack/salt#61734: the loader's
+# importlib.invalidate_caches() races the worker's other thread).
+WORKER_BROKEN = "failed to load modules, worker will be non-functional"
+# The process id in Salt's log formats: "[1234]" (salt/_logging/impl.py
+# DFLT_LOG_FMT_LOGFILE) or "[MWorker-default-7(1234)]" (processName(process)).
+LOG_PID = re.compile(r"[\[(](\d+)\)?\]")
+LOG_TAIL = 8 * 1024 * 1024
 
 
 class Minions:
@@ -141,6 +152,51 @@ class Minions:
             if wanted <= set(found):
                 break
         return found
+
+
+    def op_broken_workers(self, rid, req):
+        """The salt master's request workers that run and whose modules failed to load, as
+        its log names them (``[{"pid", "line"}]``); a worker of an earlier run of the master
+        is gone, or no child of the running one, and not counted. A log that is not a local
+        file names none."""
+        return {"workers": broken_workers(self.opts.get("log_file"), self.opts.get("pidfile"))}
+
+
+def broken_workers(log_file, pidfile, proc="/proc"):
+    if not log_file or "://" in str(log_file):
+        return []
+    try:
+        with open(pidfile) as fh:
+            master = int(fh.read().strip())
+        with open(log_file, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - LOG_TAIL))
+            text = fh.read().decode("utf-8", "replace")
+    except (OSError, TypeError, ValueError):
+        return []
+    found = {}
+    for line in text.splitlines():
+        head, marker, _ = line.partition(WORKER_BROKEN)
+        pids = LOG_PID.findall(head) if marker else []
+        if pids and _descends(int(pids[-1]), master, proc):
+            found[int(pids[-1])] = line.strip()
+    return [{"pid": pid, "line": line} for pid, line in sorted(found.items())]
+
+
+def _descends(pid, ancestor, proc):
+    """Whether process ``pid`` runs and ``ancestor`` started it (or started what did)."""
+    for _ in range(16):
+        try:
+            with open(os.path.join(proc, str(pid), "stat")) as fh:
+                # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
 
 
 def iso_time(start):

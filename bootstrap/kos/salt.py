@@ -292,6 +292,46 @@ class SaltMaster:
                 fix="check salt-master on the master (journalctl -u salt-master)",
             )
 
+    def mend_broken_workers(self, expected, restarts=2, unit="kos-salt-master-reconnect"):
+        """
+        Restart the salt master while a request worker of it runs whose modules failed to
+        load (saltstack/salt#61734, a race at the worker's start): such a worker answers
+        each request it is handed with nothing, so a minion's return it takes is lost and an
+        orchestration fails on a minion that answered. A restart starts new workers; after
+        ``restarts`` of them the master is named as broken. On tcp the reconnect unit (the
+        salt_master formula's) has the minions sign in again, as after the formula's restart.
+        How many restarts it took.
+        """
+        for attempt in range(restarts + 1):
+            broken = self.request("broken_workers", what="checking the master's workers")
+            if not broken["workers"]:
+                return attempt
+            if attempt == restarts:
+                raise ConvergeError(
+                    f"the salt master's request workers fail to load their modules after "
+                    f"{restarts} restarts",
+                    fix="read the traceback in the master's log (/var/log/salt/master), fix "
+                    "its cause and re-run the same kos command",
+                    details=[w["line"] for w in broken["workers"]],
+                )
+            ui.warn(
+                f"{len(broken['workers'])} of the salt master's request workers failed to load "
+                "their modules (Salt's race saltstack/salt#61734): restarting the master"
+            )
+            reconnect = shlex.quote(f"{unit}.service")
+            script = (
+                f"units=salt-master; systemctl cat {reconnect} >/dev/null 2>&1 && "
+                f"units=\"$units {reconnect}\"; systemctl restart $units"
+            )
+            res = self.ssh.run(["sh", "-c", script], timeout=300, check=False)
+            if res.returncode != 0:
+                raise ConvergeError(
+                    "restarting the salt master failed",
+                    fix="check salt-master on the master (journalctl -u salt-master)",
+                )
+            self.wait_responding(expected)
+        return restarts
+
     # -- functions -----------------------------------------------------------------------
 
     def salt(self, targets, fun, *args, timeout=60, wait=None, on_event=None):

@@ -696,3 +696,68 @@ def test_a_master_restart_during_an_orchestration_is_named_with_what_each_minion
                for line in err.details), err.details
     assert "re-run kos converge" in err.fix
 
+
+
+def _worker_line(master, pid):
+    """The line salt/master.py's MWorker logs when its modules failed to load, in the
+    master's own log format."""
+    import logging
+
+    record = logging.LogRecord("salt.master", logging.ERROR, "master.py", 1985,
+                               "%s failed to load modules, worker will be non-functional",
+                               ("MWorker-default-3",), None)
+    record.process, record.processName = pid, "MWorker-default-3"
+    return logging.Formatter(master.config["log_fmt_logfile"]).format(record) + "\n"
+
+
+def test_salt_still_logs_what_names_a_broken_worker():
+    import inspect
+
+    import salt.master
+    from kos.onmaster_minions import WORKER_BROKEN
+
+    # if this fails, Salt reworded it (or fixed saltstack/salt#61734): follow it
+    assert f'"%s {WORKER_BROKEN}"' in inspect.getsource(salt.master.MWorker)
+
+
+def test_a_broken_worker_is_restarted_away_and_one_of_a_former_run_is_not(master, minion,
+                                                                          session):
+    """A request worker of the running master that failed to load its modules (Salt's
+    race, saltstack/salt#61734) makes kos restart the master, once: the new workers are
+    checked again. A line of a worker that is gone (an earlier run) is history."""
+    import psutil
+
+    workers = [p for p in psutil.Process(master.pid).children(recursive=True)
+               if "MWorker" in " ".join(p.cmdline())]
+    assert workers, "the master runs no request worker"
+    log = Path(master.config["log_file"])
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+
+    class Systemd(LocalSession):
+        restarts = []
+
+        def run(self, args, timeout=None, check=True):
+            self.restarts.append(args)
+            master.terminate()
+            master.start()
+            return subprocess.CompletedProcess(args, 0)
+
+    systemd = Systemd(session.env)
+    salt_master = SaltMaster(systemd)
+    try:
+        with log.open("a") as fh:
+            fh.write(_worker_line(master, ended.pid))
+        assert salt_master.request("broken_workers")["workers"] == []
+        with log.open("a") as fh:
+            fh.write(_worker_line(master, workers[0].pid))
+        found = salt_master.request("broken_workers")["workers"]
+        assert [w["pid"] for w in found] == [workers[0].pid]
+        assert "MWorker-default-3 failed to load modules" in found[0]["line"]
+        assert salt_master.mend_broken_workers([MINION]) == 1
+        assert len(systemd.restarts) == 1
+        assert "systemctl restart $units" in systemd.restarts[0][-1]
+        assert not workers[0].is_running()
+        assert salt_master.salt([MINION], "test.ping", timeout=30) == {MINION: True}
+    finally:
+        salt_master.close()

@@ -54,7 +54,8 @@ def configure_master(master, pillar, targets):
     Apply the salt_master formula to the master before the orchestration: a changed
     configuration restarts the master (deferred by the formula, so the run that changed it
     can return), and a restart inside the orchestration would cut it off. After a restart,
-    waits until ``targets`` (minions already accepted) answer again.
+    waits until ``targets`` (minions already accepted) answer again. Then a master whose
+    request worker failed to start (a Salt race) is restarted before the orchestration.
     """
     master_id = salt_master_id(pillar)
     if not master_id:
@@ -83,7 +84,8 @@ def configure_master(master, pillar, targets):
         ui.info("the salt master's configuration changed: waiting for its restart")
         master.wait_restarted()
         master.wait_responding(targets)
-    return {"changed": changed}
+    restarts = master.mend_broken_workers(targets)
+    return {"changed": changed, **({"restarted": restarts} if restarts else {})}
 
 
 
