@@ -58,8 +58,6 @@ def main():
     values.write_text(json.dumps({
         "cluster_name": CLUSTER, "kubernetes_distribution": args.distribution,
         "num_control_plane": args.control_planes, "num_kube_nodes": args.nodes,
-        # the rehearsal cloud has one compute host
-        "server_group_policies": {"control_plane": "soft-anti-affinity"},
         "ssh_public_keys": [public_key], **ADDRESSES, **CLOUD,
     }))
     kos = [sys.executable, "-m", "kos"]

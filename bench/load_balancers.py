@@ -41,8 +41,6 @@ CLUSTER = "kosbenchl"
 VALUES = {
     "cluster_name": CLUSTER, "kubernetes_distribution": "kubeadm",
     "kubernetes_nodes": node_map(3, 1), "api_load_balancer": "octavia",
-    # one compute host: the control planes apart where Nova can
-    "server_group_policies": {"control_plane": "soft-anti-affinity"},
     # the e2e clusters' addresses are 10.246-10.249, the other benches' 10.240-10.241
     "public_cidr": "10.242.0.0/24", "private_cidr": "10.243.0.0/24",
     "external_network_name": "public", "base_image": "debian-12-rehearsal",

@@ -51,9 +51,9 @@ from .openstack.image import layer as cloud_layer
 REPO = hosts_mod.REPO
 JOIN_SECONDS_ENV = "KOS_LOCAL_JOIN_SECONDS"
 INOTIFY_INSTANCES = 8192
-# What the cloud itself takes (measured on this rehearsal cloud: ~3.2 GiB at peak, then
-# Octavia's services ~500 MiB more, their proportional set size once booted).
-CLOUD_MEMORY_MB = 4100
+# What the cloud itself takes: its processes' proportional set size once booted, Octavia's
+# services and the three compute services included (docs/benchmarks.md), rounded up.
+CLOUD_MEMORY_MB = 4400
 # An amphora (haproxy, the agent, rsyslog on a booted host): between its measured
 # proportional and resident set sizes (docs/benchmarks.md).
 AMPHORA_MEMORY_MB = 250

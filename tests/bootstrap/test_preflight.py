@@ -245,13 +245,13 @@ def test_local_memory_estimate_follows_the_clusters_shape(workdir, write_vars, v
     assert message in res.stderr, res.stderr
     # The cloud's share is counted only while it is not up; the suite's own clusters may
     # have started it by now, so either is right here (memory_finding's test pins both).
-    assert "(the cloud 4100 MiB more)" in res.stderr or "(the cloud is up)" in res.stderr
+    assert "(the cloud 4400 MiB more)" in res.stderr or "(the cloud is up)" in res.stderr
 
 
 @pytest.mark.parametrize("running, avail, ok, text", [
-    (False, 8000, True, "6 kubeadm hosts need about 3692 MiB (the cloud 4100 MiB more); "
-                        "8000 MiB available"),
-    (False, 7000, False, "(the cloud 4100 MiB more); 7000 MiB available"),
+    (False, 8200, True, "6 kubeadm hosts need about 3692 MiB (the cloud 4400 MiB more); "
+                        "8200 MiB available"),
+    (False, 7000, False, "(the cloud 4400 MiB more); 7000 MiB available"),
     (True, 7000, True, "6 kubeadm hosts need about 3692 MiB (the cloud is up); 7000 MiB"),
     (True, 3000, False, "(the cloud is up); 3000 MiB available"),
 ])

@@ -51,9 +51,10 @@ CLUSTERS = {
     "kubeadm": {
         "cluster_name": "kose2ek",
         "kubernetes_distribution": "kubeadm",
-        "kubernetes_nodes": node_map(3, 2),
-        # the rehearsal cloud has one compute host: the control planes apart where Nova can
-        "server_group_policies": {"control_plane": "soft-anti-affinity"},
+        # the control planes each on its own compute host (the default policy); one worker
+        # in the rehearsal cloud's second zone
+        "kubernetes_nodes": {**node_map(3, 1),
+                             "k8s-worker-2": {"role": "worker", "az": "kos-az-2"}},
         "api_load_balancer": "octavia",
         "public_cidr": "10.248.0.0/24",
         "private_cidr": "10.249.0.0/24",

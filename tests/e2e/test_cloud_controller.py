@@ -32,12 +32,18 @@ def test_every_node_is_initialised_from_its_server_in_nova(real):
     found = wait_for("the cloud controller initialising every node", initialised, timeout=300)
     assert sorted(found) == sorted(h for h in real.hostnames() if h.startswith("k8s-"))
     conn = real.conn()
+    zoned = []
     for name, node in found.items():
         server = conn.compute.get_server(real.server(name).id)
         assert node["spec"]["providerID"] == f"openstack:///{server.id}", name
         labels = node["metadata"]["labels"]
         assert labels["node.kubernetes.io/instance-type"] == server.flavor.name, name
         assert labels["topology.kubernetes.io/zone"] == server.availability_zone, name
+        # in the zone kubernetes_nodes names (a node that names none goes where Nova puts it)
+        asked = (real.values["kubernetes_nodes"].get(name) or {}).get("az")
+        if asked:
+            zoned.append(name)
+            assert server.availability_zone == asked, name
         assert labels["topology.kubernetes.io/region"] == "RegionOne", name
         nova = {a["addr"] for net in server.addresses.values() for a in net
                 if a.get("OS-EXT-IPS:type", "fixed") == "fixed"}
@@ -52,3 +58,5 @@ def test_every_node_is_initialised_from_its_server_in_nova(real):
         external = {a["address"] for a in node["status"]["addresses"]
                     if a["type"] == "ExternalIP"}
         assert external == floating, name
+    # the kubeadm cluster puts a worker in the cloud's second zone
+    assert zoned, "no node of the cluster names a zone"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kos_local import net as local_net
+from kos_local.openstack import config as local_config
 from tests.bootstrap.conftest import Kos
 from tests.e2e.conftest import (Listener, cloud, connects, node_map, once, operator_kubectl,
                                 tcp_peer_seen_by_listener)
@@ -298,8 +299,8 @@ def test_preflight_reads_the_real_clouds_images_flavors_and_quotas(cluster, tmp_
 
 def test_each_role_is_a_server_group_nova_keeps(cluster):
     """The cluster's own server groups, as Nova holds them: every node in its role's group
-    with the policy chosen (the kubeadm cluster: its three control planes soft, on the
-    rehearsal cloud's one compute host)."""
+    with the policy chosen, and under the default hard anti-affinity the control planes each
+    on a compute host of its own (the kubeadm cluster's three on the cloud's three)."""
     groups = {g.name: g for g in cluster.conn().compute.server_groups()}
     servers = {s.id: (s.metadata or {}).get("kos_role") for s in cluster.conn().compute.servers()
                if (s.metadata or {}).get("kos_cluster") == cluster.name}
@@ -309,22 +310,31 @@ def test_each_role_is_a_server_group_nova_keeps(cluster):
         group = groups[f"{cluster.name}-{role.replace('_', '-')}"]
         assert (group.policy or group.policies[0]) == policy
         assert sorted(group.member_ids) == sorted(i for i, r in servers.items() if r == role)
+    assert policies["control_plane"] == "anti-affinity"
+    # the host as `openstack server show` gives it to the cloud's admin
+    admin = cloud().admin()
+    hosts = {i: admin.compute.get_server(i).compute_host
+             for i, r in servers.items() if r == "control_plane"}
+    assert len(set(hosts.values())) == len(hosts), hosts
+    assert set(hosts.values()) <= set(local_config.COMPUTE_ZONES), hosts
 
 
 def test_preflight_refuses_control_planes_apart_on_too_few_hosts(cluster, tmp_path):
-    """Hard anti-affinity for more control planes than the cloud has compute hosts is
-    refused before anything is built, counted with the cloud's admin."""
+    """Hard anti-affinity for more control planes than the cloud has compute hosts, in all
+    or in a zone, is refused before anything is built, counted with the cloud's admin."""
     if cluster.values["kubernetes_distribution"] != "kubeadm":
         pytest.skip("the kubeadm cluster has the three control planes")
-    values = {**cluster.values, "server_group_policies": {"control_plane": "anti-affinity"}}
+    nodes = {**cluster.values["kubernetes_nodes"],
+             **{f"k8s-cp-{n}": {"role": "control_plane", "az": "kos-az-2"} for n in (3, 4, 5)}}
+    values = {**cluster.values, "kubernetes_nodes": nodes}
     var_file = tmp_path / "apart.tfvars.json"
     var_file.write_text(json.dumps(values))
     before = inventory(cluster.conn())
     res = cluster.kos("preflight", "--cloud", "local", "--var-file", var_file, timeout=300)
     assert res.returncode == 4, res.stderr
     assert ("server_group_policies.control_plane = anti-affinity puts each of the control "
-            "planes on its own compute host, and the cloud has too few: 3 in all with 1 host"
-            in res.stderr), res.stderr
+            "planes on its own compute host, and the cloud has too few: 5 in all with 3 hosts; "
+            "3 in zone kos-az-2 with 1 host" in res.stderr), res.stderr
     assert ('set server_group_policies = { control_plane = "soft-anti-affinity" }'
             in res.stderr), res.stderr
     assert inventory(cluster.conn()) == before

@@ -275,13 +275,16 @@ class Cloud:
         self.machine.run("systemctl", "enable", image.TARGET, check=False)
         self.machine.run("systemctl", "start", "--no-block", image.TARGET)
         # A connection reads the catalog once: this one must see the whole of it.
-        seed.wait_services(self.admin(rec))
+        # (a cloud made before it had compute hosts of their own names none)
+        compute_zones = rec.get("compute_zones", {})
+        seed.wait_services(self.admin(rec), compute_zones)
         if not rec.get("discovered"):
-            # The compute host mapped to its cell, as an operator does once nova-compute
+            # The compute hosts mapped to their cell, as an operator does once nova-compute
             # runs (nova-manage cell_v2 discover_hosts): until then the scheduler's
             # choice is not buildable and every server goes to ERROR with no fault.
             self.machine.run("runuser", "-u", "nova", "--", "nova-manage", "cell_v2",
                              "discover_hosts", timeout=120)
+            seed.zones(self.admin(rec), compute_zones)
             rec["discovered"] = True
             self._save(rec)
 
@@ -299,7 +302,8 @@ class Cloud:
         for cmd in ("fernet_setup", "credential_setup"):
             self.machine.chroot("keystone-manage", cmd, "--keystone-user", "keystone",
                                 "--keystone-group", "keystone")
-        rec = {"block": str(plan.block), "passwords": passwords, "image": lower}
+        rec = {"block": str(plan.block), "passwords": passwords, "image": lower,
+               "compute_zones": config.COMPUTE_ZONES}
         self._save(rec)
         return rec
 

@@ -1,13 +1,14 @@
 """
-The rehearsal cloud's service configuration: one all-in-one OpenStack (Zed, Debian's
-packages) per cluster, every service on one machine called ``kos-cloud``.
+The rehearsal cloud's service configuration: one OpenStack (Zed, Debian's packages) for
+the clusters of this machine, every service on one machine called ``kos-cloud``, which is
+also each of Nova's compute hosts.
 
 Inside the cloud, services reach each other on 127.0.0.1 (the catalog's internal
 endpoints); the machine running kos reaches the public endpoints on the cloud's
 management address. MariaDB authenticates every service by its Unix user (the
 ``unix_socket`` plugin), so the database has no password at all; RabbitMQ listens on
 loopback only. The only secrets are the Keystone passwords of the admin and the service
-users: made per cluster (``secrets()``), written only into the cloud's own disk.
+users: made per cloud (``secrets()``), written only into the cloud's own disk.
 """
 
 import configparser
@@ -31,6 +32,14 @@ MGMT_IF = "mgmt0"
 VOLUME_DIR = "/var/lib/cinder/kos-volumes"
 # Where the compute driver and the machine's materialiser exchange requests.
 SPOOL = "/var/lib/kos-spool"
+
+# Nova's compute hosts and their availability zones: a nova-compute service each
+# (image.COMPUTE_UNIT), so that anti-affinity and zones are real scheduling decisions. A
+# host in no aggregate is in Nova's default zone, nova, where Cinder keeps its volumes; the
+# other zone is a host aggregate (seed.zones).
+DEFAULT_ZONE = "nova"
+COMPUTE_ZONES = {"kos-compute-1": DEFAULT_ZONE, "kos-compute-2": DEFAULT_ZONE,
+                 "kos-compute-3": "kos-az-2"}
 
 SERVICE_USERS = ("glance", "placement", "nova", "neutron", "cinder", "octavia")
 # What Octavia's default policy asks of a load balancer's owner
@@ -205,14 +214,15 @@ def files(pw):
                        "project_domain_name": "Default", "user_domain_name": "Default",
                        "project_name": "service", "username": "nova", "password": pw["nova"]},
             "conductor": {"workers": 1},
-            # the one compute host is mapped when the cloud is set up (cloud.py)
+            # the compute hosts are mapped when the cloud is set up (cloud.py)
             "scheduler": {"workers": 1, "discover_hosts_in_cells_interval": -1},
             "oslo_concurrency": {"lock_path": "/var/lib/nova/tmp"},
             "vnc": {"enabled": False},
-            "kos": {"spool": SPOOL},
+            "kos": {"spool": SPOOL, "network_host": HOST},
         }),
         # Debian's nova-compute-* packages point this at their hypervisor; ours is the spool.
         "/etc/nova/nova-compute.conf": _ini({"DEFAULT": {"compute_driver": "kos.KosDriver"}}),
+        **{compute_conf(host): _ini({"DEFAULT": {"host": host}}) for host in COMPUTE_ZONES},
         "/etc/neutron/neutron.conf": _ini({
             "DEFAULT": {
                 **COMMON,
@@ -299,6 +309,10 @@ def files(pw):
             "oslo_concurrency": {"lock_path": "/var/lib/cinder/tmp"},
         }),
     }
+
+
+def compute_conf(host):
+    return f"/etc/nova/nova-compute-{host}.conf"
 
 
 def uwsgi_tuned(text, processes, threads):

@@ -42,13 +42,15 @@ BOOT_UNITS = ("mariadb.service", "rabbitmq-server.service", "keystone.service")
 OPENSTACK_UNITS = (
     "glance-api.service", "placement-api.service",
     "nova-api.service", "nova-conductor.service", "nova-scheduler.service",
-    "nova-compute.service",
+    *(f"kos-nova-compute@{host}.service" for host in config.COMPUTE_ZONES),
     "neutron-api.service", "neutron-rpc-server.service", "neutron-linuxbridge-agent.service",
     "neutron-dhcp-agent.service", "neutron-l3-agent.service",
     "cinder-api.service", "cinder-scheduler.service", "cinder-volume.service",
 )
 # Installed by dependencies, pointless or harmful in the rehearsal cloud.
 MASKED_UNITS = (
+    # one compute service per compute host instead (COMPUTE_UNIT)
+    "nova-compute.service",
     "nova-api-metadata.service", "neutron-metadata-agent.service", "neutron-server.service",
     "iscsid.service", "iscsid.socket", "open-iscsi.service", "rtslib-fb-targetctl.service",
     "keepalived.service", "radvd.service", "haproxy.service",
@@ -57,6 +59,29 @@ MASKED_UNITS = (
     "systemd-timesyncd.service", "cron.service",
 )
 TARGET = "kos-openstack.target"
+# Debian's nova-compute.service, for the compute host the instance names (config.COMPUTE_ZONES)
+COMPUTE_UNIT = """\
+# kos rehearsal cloud: the compute service of one compute host (config.COMPUTE_ZONES).
+[Unit]
+Description=OpenStack Nova Compute of compute host %i
+After=mariadb.service rabbitmq-server.service keystone.service network-online.target
+
+[Service]
+User=nova
+Group=nova
+Type=notify
+NotifyAccess=all
+WorkingDirectory=~
+RuntimeDirectory=nova lock/nova
+# shared by the instances: one that stops leaves it to the others
+RuntimeDirectoryPreserve=yes
+CacheDirectory=nova
+ExecStart=/usr/bin/nova-compute --config-file=/etc/nova/nova.conf \\
+  --config-file=/etc/nova/nova-compute.conf --config-file=/etc/nova/nova-compute-%i.conf \\
+  --log-file=/var/log/nova/nova-compute-%i.log
+LimitNOFILE=65535
+TimeoutStopSec=15
+"""
 EBTABLES_WRAPPER = "/usr/local/sbin/ebtables-kos"
 EBTABLES_ALTERNATIVE = (
     "update-alternatives", "--install", "/usr/sbin/ebtables", "ebtables", EBTABLES_WRAPPER, "100",
@@ -143,7 +168,9 @@ def _cloud_steps(build):
 
 
 def _units(build):
-    build.run("systemctl", f"--root={build.root}", "disable", *BOOT_UNITS, *OPENSTACK_UNITS,
+    build.write("/etc/systemd/system/kos-nova-compute@.service", COMPUTE_UNIT)
+    packaged = [u for u in OPENSTACK_UNITS if not u.startswith("kos-nova-compute@")]
+    build.run("systemctl", f"--root={build.root}", "disable", *BOOT_UNITS, *packaged,
               *octavia.UNITS)
     build.run("systemctl", f"--root={build.root}", "mask", *MASKED_UNITS)
     build.run("systemctl", f"--root={build.root}", "enable", *BOOT_UNITS)

@@ -200,6 +200,7 @@ class Materialiser:
         rec = {
             "uuid": uuid, "name": doc.get("name"), "hostname": doc.get("hostname"),
             "display_name": doc.get("display_name"), "machine": m.name,
+            "compute_host": doc.get("compute_host"),
             "nics": doc.get("nics") or [], "volumes": {}, "profile": profile,
             "state": "running" if doc.get("power_on", True) else "shutdown",
         }

@@ -105,13 +105,16 @@ def _until(missing, timeout):
         time.sleep(2)
 
 
-def _services_missing(conn):
+def _services_missing(conn, compute_hosts):
     missing = []
-    computes = [s for s in conn.compute.services() if s.binary == "nova-compute"]
-    if not any(s.state == "up" for s in computes):
-        missing.append("nova-compute")
-    elif not list(conn.placement.resource_providers()):
-        missing.append("the hypervisor in placement")
+    up = {s.host for s in conn.compute.services() if s.binary == "nova-compute" and s.state == "up"}
+    wanted = set(compute_hosts)
+    if not up or not wanted <= up:
+        missing.append(f"nova-compute on {', '.join(sorted(wanted - up)) or 'a compute host'}")
+    else:
+        providers = {p.name for p in conn.placement.resource_providers()}
+        if not providers or not wanted <= providers:
+            missing.append("the compute hosts in placement")
     agents = {a.agent_type for a in conn.network.agents() if a.is_alive}
     missing += [kind for kind in ("Linux bridge agent", "DHCP agent", "L3 agent")
                 if kind not in agents]
@@ -125,10 +128,11 @@ def _services_missing(conn):
     return missing
 
 
-def wait_services(conn, timeout=600):
-    """Until Nova has a hypervisor in Placement, Neutron's agents are alive and
-    Cinder's scheduler knows cinder-volume's pool: then a server and its volume can be built."""
-    missing = _until(lambda: _services_missing(conn), timeout)
+def wait_services(conn, compute_hosts, timeout=600):
+    """Until Nova has each of ``compute_hosts`` (any one if none are named) in Placement,
+    Neutron's agents are alive and Cinder's scheduler knows cinder-volume's pool: then a
+    server and its volume can be built."""
+    missing = _until(lambda: _services_missing(conn, compute_hosts), timeout)
     if missing:
         raise ConvergeError(
             f"the rehearsal cloud's services did not come up in {timeout}s: still waiting "
@@ -136,6 +140,21 @@ def wait_services(conn, timeout=600):
             fix="read the cloud's logs under /var/log in its disk (kos prints the path), "
             "then re-run kos up",
         )
+
+
+def zones(conn, compute_zones):
+    """Each compute host outside the default zone in a host aggregate of its zone (named as
+    the zone), as an operator makes availability zones in Nova; safe to re-run."""
+    aggregates = {a.name: a for a in conn.compute.aggregates()}
+    for host, zone in sorted(compute_zones.items()):
+        if zone == config.DEFAULT_ZONE:
+            continue
+        agg = aggregates.get(zone)
+        if agg is None:
+            agg = aggregates[zone] = conn.compute.create_aggregate(name=zone,
+                                                                   availability_zone=zone)
+        if host not in (agg.hosts or []):
+            aggregates[zone] = conn.compute.add_host_to_aggregate(agg, host)
 
 
 def wait_load_balancers(conn, timeout=300):

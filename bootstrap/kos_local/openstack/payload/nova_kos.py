@@ -12,6 +12,12 @@ spool directory, and answered when the materialiser has done it:
 
 The config drive is Nova's own (InstanceMetadata, as the libvirt driver builds it): the
 host gets exactly what a VM's cloud-init would read from /dev/sr0.
+
+The cloud runs several of these compute services, each with a ``host`` of its own, so that
+server groups and availability zones are Nova's real scheduling decisions. Their servers
+all live in one network namespace, plugged by one Linux bridge agent: ports are bound to
+that agent's host (``network_binding_host_id``, the hook Ironic's driver uses too), and
+each service keeps in its books only the servers it spawned.
 """
 
 import base64
@@ -35,6 +41,8 @@ CONF.register_opts(
     [
         cfg.StrOpt("spool", default="/var/lib/kos-spool"),
         cfg.IntOpt("timeout", default=600, help="Seconds to wait for the materialiser."),
+        cfg.StrOpt("network_host", default="kos-cloud",
+                   help="The host of the Linux bridge agent that plugs every server's ports."),
     ],
     group="kos",
 )
@@ -104,7 +112,9 @@ class KosDriver(fake.FakeDriver):
         for entry in os.listdir(os.path.join(self.spool, "instances")):
             if entry.endswith(".json"):
                 rec = self._record(entry[:-5])
-                if rec and rec.get("state") in STATES:
+                # another compute service's server is not this one's to keep (it would be
+                # reaped here as a deleted server still running once that one deletes it)
+                if rec and rec.get("state") in STATES and rec.get("compute_host") == CONF.host:
                     self.instances[rec["uuid"]] = fake.FakeInstance(
                         rec.get("name"), STATES[rec["state"]], rec["uuid"]
                     )
@@ -132,9 +142,17 @@ class KosDriver(fake.FakeDriver):
             nics=nics,
             config_drive=drive,
             power_on=power_on,
+            compute_host=CONF.host,
         )
         super().spawn(context, instance, image_meta, injected_files, admin_password,
                       allocations, network_info, block_device_info, power_on, accel_info)
+
+    def network_binding_host_id(self, context, instance):
+        return CONF.kos.network_host
+
+    def manages_network_binding_host_id(self):
+        # else a restarted compute service binds its servers' ports to its own host again
+        return True
 
     def attach_interface(self, context, instance, image_meta, vif):
         # answered once the NIC is in the running host, as a hot plug on KVM returns once
