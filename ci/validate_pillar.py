@@ -38,19 +38,14 @@ from saltext.kos.utils import kos_schema as schema  # noqa: E402
 
 SALT_TREE = REPO / "salt" / "salt"
 TERRAFORM = REPO / "terraform"
-# The root module's variables local.pillar reads, with those their validation rules read.
+# The root module's variables local.pillar reads, with those their validation rules read;
+# the node set's own (terraform/modules/node_set) are added from its declarations.
 PILLAR_VARIABLES = (
     "cluster_name",
     "deploy_domain_name",
     "deploy_user",
     "users",
     "kubernetes_distribution",
-    "kubernetes_nodes",
-    "num_control_plane",
-    "num_kube_nodes",
-    "worker_address_base",
-    "retired_nodes",
-    "availability_zones",
     "first_control_plane_access",
     "api_load_balancer",
     "public_cidr",
@@ -194,11 +189,15 @@ def formula_defaults(schema):
     }
 
 
+def pillar_variables():
+    return (*PILLAR_VARIABLES, *inputs.node_set_variables(TERRAFORM))
+
+
 def check_environment(env, pillar_root, schema, defaults):
     """``({message: [minion ids]}, [minion ids])`` for one environment."""
     found = {}
     try:
-        evaluated = inputs.evaluate(TERRAFORM, env.var_files, only=PILLAR_VARIABLES)
+        evaluated = inputs.evaluate(TERRAFORM, env.var_files, only=pillar_variables())
     except KosError as exc:
         return {f"Terraform variable {d}": [] for d in exc.details or [str(exc)]}, []
     layer = terraform_layer(evaluated.values, evaluated.nodes)

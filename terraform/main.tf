@@ -50,6 +50,7 @@ locals {
       private_ip        = cidrhost(var.private_cidr, node.address)
       availability_zone = node.az
       flavor_name       = coalesce(node.flavor, var.kube_node_flavor)
+      boot_volume       = node.boot_volume
       public_ip         = name == local.first_control_plane && local.first_cp_on_public ? local.first_cp_public_ip : null
       floating_ip       = name == local.first_control_plane && local.first_cp_on_public
       admin_network     = name == local.first_control_plane && !local.first_cp_on_public
@@ -108,6 +109,7 @@ module "node_set" {
   worker_address_base = var.worker_address_base
   retired_nodes       = var.retired_nodes
   availability_zones  = var.availability_zones
+  boot_volumes        = var.boot_volumes
   private_cidr        = var.private_cidr
 }
 

@@ -179,17 +179,46 @@ variable "kubernetes_nodes" {
     address = optional(number)
     az      = optional(string)
     flavor  = optional(string)
+    boot_volume = optional(object({
+      size = number
+      type = optional(string)
+    }))
   }))
   description = <<-EOT
     The Kubernetes nodes by name (their host names): role (control_plane or worker), and
-    optionally az (else availability_zones or Nova chooses), flavor (else kube_node_flavor)
-    and address (the host number in private_cidr: k8s-cp-<n> has 19 + n and k8s-worker-<n>
+    optionally az (else availability_zones or Nova chooses), flavor (else kube_node_flavor),
+    boot_volume (else boot_volumes of its role) and address (the host number in private_cidr: k8s-cp-<n> has 19 + n and k8s-worker-<n>
     worker_address_base - 1 + n; any other name needs one). k8s-cp-1 is the first control
     plane; control planes are odd in number. Add a node by adding its entry and retire one
     by removing it: every other node keeps its server, address and zone. Null: the counters
     below describe the nodes, as before this variable existed (docs/nodes.md).
   EOT
   default     = null
+}
+
+variable "boot_volumes" {
+  type = object({
+    control_plane = optional(object({
+      size = number
+      type = optional(string)
+    }))
+    worker = optional(object({
+      size = number
+      type = optional(string)
+    }))
+  })
+  description = <<-EOT
+    Per role, the nodes' root disk as a Cinder volume made from the image: size in GiB and
+    optionally the volume type (else the cloud's default), deleted with its server. Null for
+    a role (the default): the flavor's own disk. A node's boot_volume in kubernetes_nodes
+    overrides its role's. Changing it rebuilds the nodes it applies to.
+  EOT
+  default     = {}
+
+  validation {
+    condition     = alltrue([for v in values(var.boot_volumes) : v == null || try(v.size >= 1 && floor(v.size) == v.size && (v.type == null || length(trimspace(v.type)) > 0), false)])
+    error_message = "boot_volumes: a role's size must be a whole number of GiB, 1 or more, and its type, when given, not empty."
+  }
 }
 
 variable "server_group_policies" {

@@ -147,7 +147,8 @@ def node_flavor(values, node):
 def plan_needs(values, nodes, flavors):
     """
     What ``terraform apply`` of these inputs creates, per quota: bastion, salt master and
-    a server per Kubernetes node; the master's state volume; ports for every server NIC, the
+    a server per Kubernetes node; the master's state volume and the nodes' boot volumes;
+    ports for every server NIC, the
     router's interface on the public subnet and one DHCP port per subnet (DHCP ports
     belong to the project and count against its port quota). A top master (``top_master``)
     has a public port and a floating IP of its own; so has the API load balancer (its VIP
@@ -161,12 +162,13 @@ def plan_needs(values, nodes, flavors):
     octavia = values.get("api_load_balancer") == "octavia"
     master = flavors[values["salt_master_flavor"]]
     bastion = flavors[values["bastion_flavor"]]
+    boot = [node["boot_volume"]["size"] for node in nodes.values() if node.get("boot_volume")]
     return {
         "instances": n + 2,
         "cores": sum(f.vcpus for f in node_flavors) + master.vcpus + bastion.vcpus,
         "ram": sum(f.ram for f in node_flavors) + master.ram + bastion.ram,
-        "volumes": 1,
-        "gigabytes": values["salt_master_volume_size"],
+        "volumes": 1 + len(boot),
+        "gigabytes": values["salt_master_volume_size"] + sum(boot),
         "floating_ips": 1 + int(fip_access) + int(top) + int(octavia),
         "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + int(top) + 1 + 2
         + int(octavia),
@@ -177,8 +179,10 @@ QUOTA_FIX = {
     "instances": "ask the cloud admins to raise the instances quota, or remove nodes from kubernetes_nodes",
     "cores": "ask for a larger cores quota, or choose smaller flavors / fewer nodes",
     "ram": "ask for a larger RAM quota, or choose smaller flavors / fewer nodes",
-    "volumes": "ask for a larger volumes quota (the salt master keeps its keys on one volume)",
-    "gigabytes": "ask for a larger volume gigabytes quota, or lower salt_master_volume_size",
+    "volumes": "ask for a larger volumes quota (the salt master keeps its keys on one volume, "
+    "and each node with a boot volume boots from one)",
+    "gigabytes": "ask for a larger volume gigabytes quota, or lower salt_master_volume_size or "
+    "the boot volumes' sizes",
     "floating_ips": "ask for a larger floating IP quota, or release unused floating IPs",
     "ports": "ask for a larger port quota, or delete unused ports",
 }

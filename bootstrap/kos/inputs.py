@@ -131,6 +131,13 @@ def _variable_blocks(terraform_dir):
     return blocks
 
 
+def node_set_variables(terraform_dir):
+    """The variables the node set (terraform/modules/node_set) is made of: the root module
+    passes its own of the same names."""
+    node_set = Path(terraform_dir) / NODE_SET
+    return list(_variable_blocks(node_set)) if node_set.is_dir() else []
+
+
 def _scratch_module(terraform_dir, scratch, blocks, auto=True):
     (scratch / "variables.tf").write_text("\n\n".join(body for body, _ in blocks.values()) + "\n")
     plain = [name for name, (_, sensitive) in blocks.items() if not sensitive]
@@ -141,10 +148,9 @@ def _scratch_module(terraform_dir, scratch, blocks, auto=True):
     # Only whether a sensitive variable is set ever leaves Terraform, not its value.
     lines += [f"    {name} = nonsensitive(var.{name} != null)" for name in secret]
     lines += ["  }", "}", ""]
-    node_set = Path(terraform_dir) / NODE_SET
-    wanted = list(_variable_blocks(node_set)) if node_set.is_dir() else None
+    wanted = node_set_variables(terraform_dir)
     if wanted and all(name in blocks for name in wanted):
-        shutil.copytree(node_set, scratch / "node_set")
+        shutil.copytree(Path(terraform_dir) / NODE_SET, scratch / "node_set")
         lines += ['module "node_set" {', '  source = "./node_set"']
         lines += [f"  {name} = var.{name}" for name in wanted]
         lines += ["}", "", 'output "kos_nodes" {', "  value = module.node_set.nodes", "}", ""]

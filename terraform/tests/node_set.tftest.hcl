@@ -12,12 +12,12 @@ run "the_counters_hand_out_todays_names_and_addresses" {
     retired_nodes     = ["k8s-worker-1"]
   }
   assert {
-    condition = output.nodes == {
-      "k8s-cp-1"     = { role = "control_plane", address = 20, az = null, flavor = null }
-      "k8s-cp-2"     = { role = "control_plane", address = 21, az = null, flavor = null }
-      "k8s-cp-3"     = { role = "control_plane", address = 22, az = null, flavor = null }
-      "k8s-worker-2" = { role = "worker", address = 31, az = null, flavor = null }
-    }
+    condition = jsonencode(output.nodes) == jsonencode({
+      "k8s-cp-1"     = { role = "control_plane", address = 20, az = null, flavor = null, boot_volume = null }
+      "k8s-cp-2"     = { role = "control_plane", address = 21, az = null, flavor = null, boot_volume = null }
+      "k8s-cp-3"     = { role = "control_plane", address = 22, az = null, flavor = null, boot_volume = null }
+      "k8s-worker-2" = { role = "worker", address = 31, az = null, flavor = null, boot_volume = null }
+    })
     error_message = "the counters must name and address the nodes as before the map"
   }
 }
@@ -57,10 +57,10 @@ run "zones_follow_each_nodes_own_address" {
   }
   assert {
     condition = jsonencode(output.nodes) == jsonencode({
-      "k8s-cp-1"     = { role = "control_plane", address = 20, az = "az1", flavor = null }
-      "k8s-worker-1" = { role = "worker", address = 30, az = "az1", flavor = null }
-      "k8s-worker-2" = { role = "worker", address = 31, az = "az9", flavor = null }
-      "gpu-1"        = { role = "worker", address = 40, az = "az1", flavor = "g1.xlarge" }
+      "k8s-cp-1"     = { role = "control_plane", address = 20, az = "az1", flavor = null, boot_volume = null }
+      "k8s-worker-1" = { role = "worker", address = 30, az = "az1", flavor = null, boot_volume = null }
+      "k8s-worker-2" = { role = "worker", address = 31, az = "az9", flavor = null, boot_volume = null }
+      "gpu-1"        = { role = "worker", address = 40, az = "az1", flavor = "g1.xlarge", boot_volume = null }
     })
     error_message = "a node's zone comes from itself or its own address slot; its flavor from itself"
   }
@@ -161,4 +161,41 @@ run "an_address_in_the_dhcp_pool_is_refused" {
     }
   }
   expect_failures = [output.nodes]
+}
+
+run "a_node_boots_from_its_own_volume_else_its_roles" {
+  command = plan
+  module {
+    source = "./modules/node_set"
+  }
+  variables {
+    boot_volumes = { control_plane = { size = 30 } }
+    kubernetes_nodes = {
+      "k8s-cp-1"     = { role = "control_plane" }
+      "k8s-worker-1" = { role = "worker" }
+      "k8s-worker-2" = { role = "worker", boot_volume = { size = 50, type = "ssd" } }
+    }
+  }
+  assert {
+    condition = jsonencode({ for name, node in output.nodes : name => node.boot_volume }) == jsonencode({
+      "k8s-cp-1"     = { size = 30, type = null }
+      "k8s-worker-1" = null
+      "k8s-worker-2" = { size = 50, type = "ssd" }
+    })
+    error_message = "a node's boot_volume must override its role's; a role without one keeps the flavor's disk"
+  }
+}
+
+run "a_boot_volume_of_a_fraction_of_a_gib_is_refused" {
+  command = plan
+  module {
+    source = "./modules/node_set"
+  }
+  variables {
+    kubernetes_nodes = {
+      "k8s-cp-1"     = { role = "control_plane" }
+      "k8s-worker-1" = { role = "worker", boot_volume = { size = 2.5 } }
+    }
+  }
+  expect_failures = [var.kubernetes_nodes]
 }

@@ -118,10 +118,14 @@ def test_the_nodes_are_what_terraform_makes_of_the_variables(tmp_path):
         availability_zones = ["az-a", "az-b"]
     """)
     assert counters.nodes == {
-        "k8s-cp-1": {"role": "control_plane", "address": 20, "az": "az-a", "flavor": None},
-        "k8s-cp-2": {"role": "control_plane", "address": 21, "az": "az-b", "flavor": None},
-        "k8s-cp-3": {"role": "control_plane", "address": 22, "az": "az-a", "flavor": None},
-        "k8s-worker-2": {"role": "worker", "address": 31, "az": "az-b", "flavor": None},
+        "k8s-cp-1": {"role": "control_plane", "address": 20, "az": "az-a", "flavor": None,
+                     "boot_volume": None},
+        "k8s-cp-2": {"role": "control_plane", "address": 21, "az": "az-b", "flavor": None,
+                     "boot_volume": None},
+        "k8s-cp-3": {"role": "control_plane", "address": 22, "az": "az-a", "flavor": None,
+                     "boot_volume": None},
+        "k8s-worker-2": {"role": "worker", "address": 31, "az": "az-b", "flavor": None,
+                     "boot_volume": None},
     }
     assert counters.node_count == 4
     assert counters.control_planes == ["k8s-cp-1", "k8s-cp-2", "k8s-cp-3"]
@@ -135,6 +139,17 @@ def test_the_nodes_are_what_terraform_makes_of_the_variables(tmp_path):
         }
     """)
     assert mapped.nodes == counters.nodes
+    volumes = deployment_inputs(tmp_path, """
+        boot_volumes = { worker = { size = 20 } }
+        kubernetes_nodes = {
+          k8s-cp-1     = { role = "control_plane" }
+          k8s-worker-1 = { role = "worker" }
+          k8s-worker-2 = { role = "worker", boot_volume = { size = 40, type = "ssd" } }
+        }
+    """)
+    assert {name: node["boot_volume"] for name, node in volumes.nodes.items()} == {
+        "k8s-cp-1": None, "k8s-worker-1": {"size": 20, "type": None},
+        "k8s-worker-2": {"size": 40, "type": "ssd"}}
 
 
 def test_a_bad_node_map_is_refused_naming_the_variable_and_the_fix(tmp_path):

@@ -87,6 +87,15 @@ BAD_VARIABLES = {
         'server_group_policies = { control_plane = "spread" }',
         "server_group_policies: each role's policy must be anti-affinity, soft-anti-affinity or none",
     ),
+    "boot_volume_of_no_size": (
+        "boot_volumes = { worker = { size = 0 } }",
+        "boot_volumes: a role's size must be a whole number of GiB, 1 or more",
+    ),
+    "node_boot_volume_fraction": (
+        'kubernetes_nodes = { "k8s-cp-1" = { role = "control_plane",'
+        " boot_volume = { size = 1.5 } } }",
+        "kubernetes_nodes: a node's boot_volume size must be a whole number of GiB",
+    ),
     "empty_external_network": (
         'external_network_name = "  "',
         "external_network_name must name the existing external network",

@@ -146,7 +146,7 @@ def compared(tf, terraform_workdir, tmp_path_factory):
         var_file = inputs_dir / f"{name}.tfvars.json"
         var_file.write_text(json.dumps(pillar_vars))
         evaluated = validate_pillar.inputs.evaluate(
-            TERRAFORM_DIR, [var_file], only=validate_pillar.PILLAR_VARIABLES
+            TERRAFORM_DIR, [var_file], only=validate_pillar.pillar_variables()
         )
         layers[name] = validate_pillar.terraform_layer(evaluated.values, evaluated.nodes)
         layer_file = inputs_dir / f"{name}.yaml"

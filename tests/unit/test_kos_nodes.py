@@ -41,6 +41,17 @@ def test_quota_counts_each_node_with_its_own_flavor():
     assert need["cores"] == 4 * 2 + 8 and need["ram"] == 4 * 2048 + 16384
 
 
+def test_quota_counts_the_boot_volumes_beside_the_masters():
+    small = SimpleNamespace(vcpus=2, ram=2048)
+    values = {"kube_node_flavor": "m1.small", "salt_master_flavor": "m1.small",
+              "bastion_flavor": "m1.small", "salt_master_volume_size": 10}
+    nodes = node_set("k8s-cp-1", "k8s-worker-1", "k8s-worker-2")
+    nodes["k8s-worker-1"]["boot_volume"] = {"size": 20, "type": None}
+    nodes["k8s-worker-2"]["boot_volume"] = {"size": 40, "type": "ssd"}
+    need = cloud.plan_needs(values, nodes, {"m1.small": small})
+    assert need["volumes"] == 1 + 2 and need["gigabytes"] == 10 + 20 + 40
+
+
 def test_replace_names_the_server_terraform_declares():
     found = outputs("k8s-cp-1", "k8s-worker-2")
     address = backends.instance_address(found, "k8s-worker-2")

@@ -8,17 +8,18 @@
 locals {
   from_map = {
     for name, node in coalesce(var.kubernetes_nodes, {}) : name => {
-      role    = node.role
-      address = node.address
-      az      = node.az
-      flavor  = node.flavor
+      role        = node.role
+      address     = node.address
+      az          = node.az
+      flavor      = node.flavor
+      boot_volume = node.boot_volume
     }
   }
   from_counters = {
     for name, role in merge(
       { for n in range(1, var.num_control_plane + 1) : "k8s-cp-${n}" => "control_plane" },
       { for n in range(1, var.num_kube_nodes - var.num_control_plane + 1) : "k8s-worker-${n}" => "worker" },
-    ) : name => { role = role, address = null, az = null, flavor = null } if !contains(var.retired_nodes, name)
+    ) : name => { role = role, address = null, az = null, flavor = null, boot_volume = null } if !contains(var.retired_nodes, name)
   }
   given = var.kubernetes_nodes == null ? local.from_counters : local.from_map
   addressed = {
@@ -36,6 +37,8 @@ locals {
   nodes = {
     for name, node in local.addressed : name => merge(node, {
       az = node.az != null ? node.az : (local.zones > 0 ? var.availability_zones[(node.address - 20) % local.zones] : null)
+      # a node's own, else its role's; null: the flavor's disk
+      boot_volume = node.boot_volume != null ? node.boot_volume : lookup(var.boot_volumes, node.role, null)
     })
   }
   # Fixed addresses: hosts 20 and up, below DHCP's pool in the upper half of the network.

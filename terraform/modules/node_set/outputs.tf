@@ -1,5 +1,5 @@
 output "nodes" {
-  description = "name => {role, address (host number in private_cidr), az (null: Nova chooses), flavor (null: kube_node_flavor)}"
+  description = "name => {role, address (host number in private_cidr), az (null: Nova chooses), flavor (null: kube_node_flavor), boot_volume ({size, type}; null: the flavor's disk)}"
   value       = local.nodes
 
   precondition {

@@ -4,6 +4,10 @@ variable "kubernetes_nodes" {
     address = optional(number)
     az      = optional(string)
     flavor  = optional(string)
+    boot_volume = optional(object({
+      size = number
+      type = optional(string)
+    }))
   }))
   description = "The Kubernetes nodes by name (the root module's variable of the same name, which describes it); null: the counters below describe them."
   default     = null
@@ -59,6 +63,13 @@ variable "kubernetes_nodes" {
   }
 
   validation {
+    condition = var.kubernetes_nodes == null || alltrue([
+      for node in values(coalesce(var.kubernetes_nodes, {})) : node.boot_volume == null || try(node.boot_volume.size >= 1 && floor(node.boot_volume.size) == node.boot_volume.size && (node.boot_volume.type == null || length(trimspace(node.boot_volume.type)) > 0), false)
+    ])
+    error_message = "kubernetes_nodes: a node's boot_volume size must be a whole number of GiB, 1 or more, and its type, when given, not empty."
+  }
+
+  validation {
     condition     = var.kubernetes_nodes == null || (var.num_control_plane == 1 && var.num_kube_nodes == 3 && length(var.retired_nodes) == 0)
     error_message = "kubernetes_nodes replaces num_control_plane, num_kube_nodes and retired_nodes: remove those from the variables (docs/nodes.md, From counters to the map)."
   }
@@ -98,4 +109,19 @@ variable "private_cidr" {
   type        = string
   description = "The private network: fixed addresses stay in its lower half, above the infrastructure's."
   default     = "10.0.0.0/24"
+}
+
+variable "boot_volumes" {
+  type = object({
+    control_plane = optional(object({
+      size = number
+      type = optional(string)
+    }))
+    worker = optional(object({
+      size = number
+      type = optional(string)
+    }))
+  })
+  description = "Per role, the root disk as a Cinder volume (the root module's variable of the same name, which validates it)."
+  default     = {}
 }

@@ -188,6 +188,7 @@ module "server" {
       template          = "minion"
       availability_zone = node.availability_zone
       flavor_name       = node.flavor_name
+      boot_volume       = node.boot_volume
       server_group_id   = try(openstack_compute_servergroup_v2.role[node.role].id, null)
       private = {
         ip                    = node.private_ip

@@ -14,11 +14,15 @@ variable "nodes" {
     private_ip        = string
     availability_zone = optional(string)
     flavor_name       = string
-    public_ip         = optional(string)
-    floating_ip       = optional(bool, false)
-    admin_network     = optional(bool, false)
+    boot_volume = optional(object({
+      size = number
+      type = optional(string)
+    }))
+    public_ip     = optional(string)
+    floating_ip   = optional(bool, false)
+    admin_network = optional(bool, false)
   }))
-  description = "Kubernetes nodes by hostname: role (control_plane or worker), fixed private address, availability zone, flavor, and for the first control plane a public address with a floating IP or a port on the admin network."
+  description = "Kubernetes nodes by hostname: role (control_plane or worker), fixed private address, availability zone, flavor, root disk as a Cinder volume (boot_volume; null: the flavor's), and for the first control plane a public address with a floating IP or a port on the admin network."
 
   validation {
     condition     = alltrue([for node in values(var.nodes) : contains(["control_plane", "worker"], node.role)])

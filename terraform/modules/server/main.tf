@@ -154,11 +154,18 @@ resource "openstack_networking_port_v2" "admin" {
   }
 }
 
+# Booting from a volume names the image by ID (the block device's source).
+data "openstack_images_image_v2" "boot" {
+  count       = anytrue([for server in values(var.servers) : server.boot_volume != null]) ? 1 : 0
+  name        = var.cluster.image_name
+  most_recent = true
+}
+
 resource "openstack_compute_instance_v2" "this" {
   for_each = var.servers
 
   name              = "${var.cluster.name_prefix}-${each.key}"
-  image_name        = var.cluster.image_name
+  image_name        = each.value.boot_volume == null ? var.cluster.image_name : null
   flavor_name       = coalesce(each.value.flavor_name, var.flavor_name)
   availability_zone = each.value.availability_zone
   # User data from the config drive: the private network has no router for the metadata service.
@@ -170,6 +177,19 @@ resource "openstack_compute_instance_v2" "this" {
     kos_cluster   = var.cluster.name_prefix
     kos_role      = each.value.role
     kos_minion_id = local.fqdn[each.key]
+  }
+
+  dynamic "block_device" {
+    for_each = each.value.boot_volume == null ? [] : [each.value.boot_volume]
+    content {
+      uuid                  = data.openstack_images_image_v2.boot[0].id
+      source_type           = "image"
+      destination_type      = "volume"
+      boot_index            = 0
+      volume_size           = block_device.value.size
+      volume_type           = block_device.value.type
+      delete_on_termination = true
+    }
   }
 
   dynamic "scheduler_hints" {

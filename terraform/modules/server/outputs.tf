@@ -4,16 +4,19 @@ output "fqdns" {
 }
 
 output "instances" {
-  description = "Every server by hostname: id, name, availability zone, flavor, server group, server-level security groups (expected empty) and the ports it is plugged into, in order."
+  description = "Every server by hostname: id, name, availability zone, flavor, image (null when it boots from a volume), boot volume, server group, server-level security groups (expected empty) and the ports it is plugged into, in order."
   value = {
     for host, server in openstack_compute_instance_v2.this : host => {
       id                = server.id
       name              = server.name
       availability_zone = server.availability_zone
       flavor_name       = server.flavor_name
-      server_group_id   = try(one(server.scheduler_hints).group, null)
-      security_groups   = server.security_groups
-      ports             = [for network in server.network : network.port]
+      image_name        = server.image_name
+      # the root disk when it is a Cinder volume: {source image id, size, type}
+      boot_volume     = one([for bd in server.block_device : { image_id = bd.uuid, size = bd.volume_size, type = bd.volume_type } if bd.boot_index == 0])
+      server_group_id = try(one(server.scheduler_hints).group, null)
+      security_groups = server.security_groups
+      ports           = [for network in server.network : network.port]
     }
   }
 }

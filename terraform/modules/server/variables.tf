@@ -63,7 +63,11 @@ variable "servers" {
     template          = string
     availability_zone = optional(string)
     flavor_name       = optional(string)
-    server_group_id   = optional(string)
+    boot_volume = optional(object({
+      size = number
+      type = optional(string)
+    }))
+    server_group_id = optional(string)
     private = object({
       ip                    = string
       security_group_ids    = list(string)
@@ -91,7 +95,9 @@ variable "servers" {
     Servers by hostname (minion id <hostname>.<cluster.cloud_init.domain>):
     role (the kos_role metadata and the first boot's role), template (a cloud-config in
     terraform/cloud-init/, without .tftpl; its extra variables come from template_vars),
-    availability zone, flavor (default flavor_name), the server group it is created in,
+    availability zone, flavor (default flavor_name), boot_volume (the root disk as a Cinder
+    volume of size GiB and type made from the image, deleted with the server; null: the
+    flavor's disk), the server group it is created in,
     and the ports: private (always), public (optionally with a floating IP) and admin (an
     address from the admin network's DHCP), each with its security groups, allowed address
     pairs and interface_mode, how the first boot configures it (kos-firstboot.sh.tftpl:
