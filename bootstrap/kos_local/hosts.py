@@ -60,11 +60,15 @@ class Machine:
     def mounted(self):
         return os.path.ismount(self.merged)
 
-    def mount(self, lowerdir):
-        for d in (self.upper, self.work, self.merged):
+    def mount(self, lowerdir, upper_root=None):
+        """The root: an overlay of ``lowerdir`` whose writable layer is in the machine's
+        directory, or in ``upper_root`` (a server's boot volume, mounted)."""
+        upper, work = ((Path(upper_root) / "upper", Path(upper_root) / "work") if upper_root
+                       else (self.upper, self.work))
+        for d in (upper, work, self.merged):
             d.mkdir(parents=True, exist_ok=True)
         if not self.mounted():
-            opts = f"lowerdir={lowerdir},upperdir={self.upper},workdir={self.work}"
+            opts = f"lowerdir={lowerdir},upperdir={upper},workdir={work}"
             res = subprocess.run(
                 ["mount", "-t", "overlay", self.name, "-o", opts, str(self.merged)],
                 capture_output=True, text=True,

@@ -44,6 +44,8 @@ CLUSTERS = {
         "cluster_name": "kose2em",
         "kubernetes_distribution": "microk8s",
         "kubernetes_nodes": node_map(1, 2),
+        # the workers' roots are Cinder volumes made from the image
+        "boot_volumes": {"worker": {"size": 5}},
         "api_load_balancer": "octavia",
         "public_cidr": "10.246.0.0/24",
         "private_cidr": "10.247.0.0/24",

@@ -319,6 +319,26 @@ def test_each_role_is_a_server_group_nova_keeps(cluster):
     assert set(hosts.values()) <= set(local_config.COMPUTE_ZONES), hosts
 
 
+def test_workers_boot_from_cinder_volumes_made_from_the_image(cluster):
+    """A node with a boot volume (the microk8s cluster's workers: boot_volumes.worker) boots
+    from a Cinder volume made from the image: Nova names no image of the server's own and the
+    volume attached, bootable, of the size asked, made from the cluster's image."""
+    size = ((cluster.values.get("boot_volumes") or {}).get("worker") or {}).get("size")
+    if not size:
+        pytest.skip("the microk8s cluster's workers boot from volumes")
+    conn = cluster.conn()
+    workers = [h for h in cluster.hostnames() if h.startswith("k8s-worker-")]
+    assert workers
+    for name in workers:
+        server = conn.compute.get_server(cluster.server(name).id)
+        assert not (server.image and server.image.id), (name, server.image)
+        attached = [conn.block_storage.get_volume(v["id"]) for v in server.attached_volumes]
+        root = [v for v in attached if v.is_bootable]
+        assert len(root) == 1, (name, attached)
+        assert root[0].size == size and root[0].status == "in-use", name
+        assert root[0].volume_image_metadata["image_name"] == cluster.values["base_image"], name
+
+
 def test_preflight_refuses_control_planes_apart_on_too_few_hosts(cluster, tmp_path):
     """Hard anti-affinity for more control planes than the cloud has compute hosts, in all
     or in a zone, is refused before anything is built, counted with the cloud's admin."""

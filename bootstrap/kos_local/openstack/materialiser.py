@@ -5,8 +5,9 @@ asks for into systemd-nspawn hosts on this machine, and answers.
 For a spawn it mounts an overlay of the image the server boots (named by the Glance image's
 manifest), lays Nova's config drive where cloud-init's ConfigDrive datasource reads a seed,
 plugs one veth per port (the port's MAC inside, Neutron's tap name in the cloud) and boots
-the host; its console goes where the driver reads console output. A destroy powers the host
-off and removes its namespace and disk. An attached volume is a loop device over Cinder's
+the host; its console goes where the driver reads console output. A server booted from a
+volume has its writable layer on that volume's file system instead. A destroy powers the
+host off and removes its namespace and disk. An attached volume is a loop device over Cinder's
 volume file, visible in the host as ``/dev/vdX`` and ``/dev/disk/by-id/virtio-<serial>``.
 
 It runs as a daemon per cloud (``python -m kos_local.openstack.materialiser <config>``),
@@ -50,6 +51,11 @@ ENTRY = "import sys; from kos_local.openstack.materialiser import main; main(sys
 
 
 METADATA = "openstack/latest/meta_data.json"
+# Beside a volume Cinder made from an image: that image's manifest (payload/cinder_kos.py).
+VOLUME_IMAGE = ".image"
+# Where a host booted from a volume has it mounted, in its directory (shorter than "merged":
+# unmount_all takes the longer paths first, and the overlay on it goes first).
+BOOT_VOLUME_MOUNT = "disk"
 # Beside the cloud: one profile per cluster, written by kos up (cloud.Cloud.attach).
 PROFILES = "clusters"
 # Beside them, the profile of the cloud's service project (written with Octavia's set-up).
@@ -153,19 +159,46 @@ class Materialiser:
 
     # -- operations -----------------------------------------------------------------------
 
-    def _host_image(self, image_id):
-        if not image_id:
-            raise RuntimeError("the server has no image (boot from volume is not supported)")
-        data = self.cloud_root / "var/lib/glance/images" / image_id
+    def _host_image(self, image_id, root_volume=None):
+        """The layers the server's root is made of: its image's, or those of the image its
+        boot volume was made from (the manifest Cinder's driver keeps beside the volume)."""
+        if root_volume:
+            data = self.cloud_root / f"{root_volume['path'].lstrip('/')}{VOLUME_IMAGE}"
+            what = f"boot volume {root_volume['volume_id']}"
+        elif image_id:
+            data = self.cloud_root / "var/lib/glance/images" / image_id
+            what = f"image {image_id}"
+        else:
+            raise RuntimeError("the server has neither an image nor a boot volume")
         try:
             manifest = json.loads(data.read_text())
             stack = manifest["kos_host_image"]
         except (OSError, ValueError, KeyError) as exc:
-            raise RuntimeError(f"image {image_id} is not a rehearsal host image: {exc}") from exc
+            raise RuntimeError(f"{what} is not of a rehearsal host image: {exc}") from exc
         missing = [p for p in stack if not Path(p).is_dir()]
         if missing:
-            raise RuntimeError(f"image {image_id}: layers missing on this machine: {missing}")
+            raise RuntimeError(f"{what}: layers missing on this machine: {missing}")
         return ":".join(stack)
+
+    def _disk(self, m, rec):
+        """The server's root mounted: its image's layers under a writable layer that is the
+        host's own directory or, booted from a volume, the file system on that volume."""
+        if m.mounted() or not rec.get("lower"):
+            return
+        root = rec.get("root_volume")
+        upper = None
+        if root:
+            upper = m.dir / BOOT_VOLUME_MOUNT
+            upper.mkdir(parents=True, exist_ok=True)
+            if not os.path.ismount(upper):
+                # a loop device mount(8) sets up, and frees when unmounted
+                res = subprocess.run(["mount", "-o", "loop",
+                                      str(self.cloud_root / root["path"].lstrip("/")), str(upper)],
+                                     capture_output=True, text=True)
+                if res.returncode != 0:
+                    raise RuntimeError(f"cannot mount boot volume {root['volume_id']}: "
+                                       f"{res.stderr.strip()}")
+        m.mount(rec["lower"], upper_root=upper)
 
     def profile(self, drive):
         """The profile of the cluster whose project the server is in."""
@@ -193,23 +226,27 @@ class Materialiser:
         drive = doc.get("config_drive") or {}
         profile = self.profile(drive)
         m = self.machine(uuid)
-        m.mount(self._host_image(doc.get("image_id")))
-        for path, data in drive.items():
-            m.write(f"{CONFIG_DRIVE_SEED}/{path}", base64.b64decode(data), 0o600)
-        self._rehearsal_files(m, profile)
+        root = doc.get("root_volume")
         rec = {
             "uuid": uuid, "name": doc.get("name"), "hostname": doc.get("hostname"),
             "display_name": doc.get("display_name"), "machine": m.name,
             "compute_host": doc.get("compute_host"),
+            "lower": self._host_image(doc.get("image_id"), root), "root_volume": root,
             "nics": doc.get("nics") or [], "volumes": {}, "profile": profile,
             "state": "running" if doc.get("power_on", True) else "shutdown",
         }
+        self._disk(m, rec)
+        for path, data in drive.items():
+            m.write(f"{CONFIG_DRIVE_SEED}/{path}", base64.b64decode(data), 0o600)
+        self._rehearsal_files(m, profile)
         self.save(rec)
         if rec["state"] == "running":
             self._boot(rec)
 
     def _boot(self, rec):
         m = self.machine(rec["uuid"])
+        # after this machine restarted, the root is mounted again before the host boots
+        self._disk(m, rec)
         profile = rec["profile"]
         netns = net.plug_host(self.cloud, rec["uuid"], rec["nics"])
         # /etc/resolv.conf is the image's own (systemd-resolved's), never this machine's.
@@ -227,6 +264,9 @@ class Materialiser:
             _losetup_detach(vol.get("loop"))
         net.unplug_host(self.cloud, uuid)
         m.unmount()
+        if os.path.ismount(m.dir / BOOT_VOLUME_MOUNT):
+            # the rest of the directory goes; the boot volume is Cinder's to keep or delete
+            raise RuntimeError(f"the boot volume of {uuid} is still mounted on {m.dir}")
         if doc.get("destroy_disks", True):
             hosts_mod.remove_disks(m.dir)
             (self.spool / "consoles" / f"{uuid}.log").unlink(missing_ok=True)

@@ -30,7 +30,8 @@ QUOTAS = {
                 "server_groups": 10, "server_group_members": 120},
     "network": {"ports": 800, "floating_ips": 20, "networks": 20, "subnets": 20,
                 "routers": 10, "security_groups": 100, "security_group_rules": 2000},
-    "volume": {"volumes": 20, "gigabytes": 2000, "snapshots": 20},
+    # a volume per server at most (boot volumes), beside the salt master's
+    "volume": {"volumes": 120, "gigabytes": 2000, "snapshots": 20},
 }
 
 

@@ -5,10 +5,16 @@ cloud. Attaching hands the file's path to Nova (connection type ``local``); kos'
 materialiser turns it into a block device of the server's host, where it appears as
 ``/dev/disk/by-id/virtio-<first 20 characters of the volume id>`` as on a KVM cloud.
 The file outlives every attachment, so a volume moved to a new server keeps its data.
+
+A volume made from an image (a server booting from a volume) is a file system: the
+materialiser mounts it as the writable layer of the server's root over the image's layers,
+whose manifest (the Glance image's data) is kept beside the file as ``<file>.image``. So
+what the server writes to its root lives in the volume and goes with it.
 """
 
 import os
 import shutil
+import subprocess
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -21,6 +27,8 @@ from cinder.volume import driver
 
 LOG = logging.getLogger(__name__)
 OPTS = [cfg.StrOpt("kos_volume_dir", default="/var/lib/cinder/kos-volumes")]
+# beside a volume made from an image: that image's data (a host image's manifest)
+IMAGE_SUFFIX = ".image"
 cfg.CONF.register_opts(OPTS, group=configuration.SHARED_CONF_GROUP)
 
 
@@ -53,13 +61,24 @@ class KosFileDriver(driver.VolumeDriver):
 
     def create_cloned_volume(self, volume, src_vref):
         shutil.copyfile(self._path(src_vref), self._path(volume))
+        if os.path.exists(self._path(src_vref) + IMAGE_SUFFIX):
+            shutil.copyfile(self._path(src_vref) + IMAGE_SUFFIX, self._path(volume) + IMAGE_SUFFIX)
         self.extend_volume(volume, volume.size)
 
     def delete_volume(self, volume):
-        try:
-            os.unlink(self._path(volume))
-        except FileNotFoundError:
-            pass
+        for path in (self._path(volume), self._path(volume) + IMAGE_SUFFIX):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def copy_image_to_volume(self, context, volume, image_service, image_id, *args, **kwargs):
+        manifest = self._path(volume) + IMAGE_SUFFIX
+        with open(manifest + ".tmp", "wb") as fh:
+            image_service.download(context, image_id, fh)
+        os.replace(manifest + ".tmp", manifest)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "kos-root", self._path(volume)],
+                       check=True, capture_output=True)
 
     def extend_volume(self, volume, new_size):
         with open(self._path(volume), "r+b") as fh:

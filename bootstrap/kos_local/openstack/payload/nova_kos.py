@@ -32,6 +32,7 @@ from nova import exception
 from nova.api.metadata import base as instance_metadata
 from nova.compute import power_state
 from nova.virt import configdrive
+from nova.virt import driver
 from nova.virt import fake
 from nova.virt import hardware
 
@@ -135,6 +136,7 @@ class KosDriver(fake.FakeDriver):
         nics = [_nic(vif) for vif in network_info or []]
         self._request(
             "spawn", instance,
+            root_volume=_root_volume(block_device_info),
             hostname=instance.hostname,
             display_name=instance.display_name,
             image_id=image_meta.id if image_meta and "id" in image_meta else None,
@@ -223,6 +225,15 @@ class KosDriver(fake.FakeDriver):
                 return fh.read()
         except OSError:
             raise exception.ConsoleNotAvailable()
+
+
+def _root_volume(block_device_info):
+    """The volume a server boots from (its boot index 0), as Cinder's driver connects it."""
+    for bdm in driver.block_device_info_get_mapping(block_device_info):
+        if bdm.get("boot_index") == 0:
+            data = (bdm.get("connection_info") or {}).get("data") or {}
+            return {"volume_id": data.get("volume_id"), "path": data.get("device_path")}
+    return None
 
 
 def _nic(vif):
