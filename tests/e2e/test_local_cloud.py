@@ -20,6 +20,7 @@ import pytest
 
 from kos_local import net as local_net
 from kos_local.openstack import config as local_config
+from kos_local.openstack import materialiser as local_materialiser
 from tests.bootstrap.conftest import Kos
 from tests.e2e.conftest import (Listener, cloud, connects, node_map, once, operator_kubectl,
                                 tcp_peer_seen_by_listener)
@@ -319,16 +320,18 @@ def test_each_role_is_a_server_group_nova_keeps(cluster):
     assert set(hosts.values()) <= set(local_config.COMPUTE_ZONES), hosts
 
 
-def test_workers_boot_from_cinder_volumes_made_from_the_image(cluster):
+def test_workers_boot_from_cinder_volumes_that_hold_what_they_write(cluster):
     """A node with a boot volume (the microk8s cluster's workers: boot_volumes.worker) boots
     from a Cinder volume made from the image: Nova names no image of the server's own and the
-    volume attached, bootable, of the size asked, made from the cluster's image."""
+    volume attached, bootable, of the size asked, made from the cluster's image; what the
+    host writes to its root is in that volume's file system, read from Cinder's file."""
     size = ((cluster.values.get("boot_volumes") or {}).get("worker") or {}).get("size")
     if not size:
         pytest.skip("the microk8s cluster's workers boot from volumes")
     conn = cluster.conn()
     workers = [h for h in cluster.hostnames() if h.startswith("k8s-worker-")]
     assert workers
+    roots = {}
     for name in workers:
         server = conn.compute.get_server(cluster.server(name).id)
         assert not (server.image and server.image.id), (name, server.image)
@@ -337,6 +340,21 @@ def test_workers_boot_from_cinder_volumes_made_from_the_image(cluster):
         assert len(root) == 1, (name, attached)
         assert root[0].size == size and root[0].status == "in-use", name
         assert root[0].volume_image_metadata["image_name"] == cluster.values["base_image"], name
+        roots[name] = root[0]
+    name = workers[0]
+    marker = f"kos-boot-volume-{cluster.name}"
+    host = cluster.host(name)
+    host.run("sh", "-c", f"echo {marker} > /var/tmp/kos-marker && sync")
+    # debugfs reads the file system as written in place: freezing it checkpoints ext4's
+    # journal there first
+    mount = host.dir / local_materialiser.BOOT_VOLUME_MOUNT
+    subprocess.run(["fsfreeze", "--freeze", str(mount)], check=True, timeout=60)
+    subprocess.run(["fsfreeze", "--unfreeze", str(mount)], check=True, timeout=60)
+    backing = (cloud().machine.merged / local_config.VOLUME_DIR.lstrip("/")
+               / f"volume-{roots[name].id}")
+    res = subprocess.run(["debugfs", "-R", "cat /upper/var/tmp/kos-marker", str(backing)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.stdout.strip() == marker, (res.stdout, res.stderr)
 
 
 def test_preflight_refuses_control_planes_apart_on_too_few_hosts(cluster, tmp_path):
