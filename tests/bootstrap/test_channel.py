@@ -27,6 +27,7 @@ from kos.channel import PRELUDE, Channel
 from kos.lock import FileLock, LockHeld
 from kos.onmaster_summary import step_summary
 from kos.salt import SaltMaster, orchestration_failures
+from kos.steps.master import ANSWER_GRACE, check_answering
 
 from tests.saltjobs import running_job
 
@@ -649,6 +650,18 @@ def test_the_channel_rides_through_a_master_restart_and_keeps_its_lock(master, m
             starting.join(300)
         assert time.monotonic() - began > 75
         assert salt_master.salt([MINION], "test.ping", timeout=30) == {MINION: True}
+        # a converge that starts while the master cannot publish yet (just rebuilt) waits
+        # for it beyond the grace its minions get
+        master.terminate()
+        starting = threading.Thread(
+            target=lambda: (time.sleep(ANSWER_GRACE + 15), master.start()))
+        starting.start()
+        began = time.monotonic()
+        try:
+            assert check_answering(salt_master, [MINION], None, 300) == [MINION]
+        finally:
+            starting.join(300)
+        assert time.monotonic() - began > ANSWER_GRACE + 15
         # the run lock is this session's: it held across the restart
         other = Channel(session).open()
         try:

@@ -107,9 +107,18 @@ def check_answering(master, targets, accepted, wait):
     """
     Before anything changes: every targeted minion answers, or the run stops naming the
     silent ones. Minions whose key was just accepted get ``wait`` seconds to connect; the
-    others, already in the cluster, a short grace (a minion restarting).
+    others, already in the cluster, a short grace (a minion restarting). A master that
+    cannot publish yet (just rebuilt or restarted: its minions all sign in again) is
+    waited for up to ``wait`` seconds besides; that time is not the minions'.
     """
-    answering, silent = master.answering(targets, timeout=wait if accepted else ANSWER_GRACE)
+    res = master.silence(targets, wait if accepted else ANSWER_GRACE, master_timeout=wait)
+    if res.get("master_error"):
+        raise ConvergeError(
+            f"the salt master could not publish: {res['master_error']}; nothing was changed",
+            fix="check salt-master on the master (journalctl -u salt-master, its load), "
+            "then re-run the same kos command",
+        )
+    silent = res["silent"]
     if silent:
         raise ConvergeError(
             f"minions do not answer: {', '.join(silent)}; nothing was changed",
@@ -117,7 +126,7 @@ def check_answering(master, targets, accepted, wait):
             "the master), or converge the others without them: kos converge "
             + " ".join(f"--exclude {m}" for m in silent),
         )
-    return answering
+    return res["answering"]
 
 
 
