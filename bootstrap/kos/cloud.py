@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from . import trust, ui
@@ -163,6 +164,12 @@ def plan_needs(values, nodes, flavors):
     master = flavors[values["salt_master_flavor"]]
     bastion = flavors[values["bastion_flavor"]]
     boot = [node["boot_volume"]["size"] for node in nodes.values() if node.get("boot_volume")]
+    # a server group per role whose policy is not none (terraform/modules/nodes)
+    policies = values.get("server_group_policies") or {}
+    grouped = Counter(node["role"] for node in nodes.values()
+                      if policies.get(node["role"], "none") != "none")
+    groups = {"server_groups": len(grouped),
+              "server_group_members": max(grouped.values())} if grouped else {}
     return {
         "instances": n + 2,
         "cores": sum(f.vcpus for f in node_flavors) + master.vcpus + bastion.vcpus,
@@ -172,6 +179,7 @@ def plan_needs(values, nodes, flavors):
         "floating_ips": 1 + int(fip_access) + int(top) + int(octavia),
         "ports": 2 + 1 + n + int(fip_access) + int(admin_access) + int(top) + 1 + 2
         + int(octavia),
+        **groups,
     }
 
 
@@ -185,6 +193,10 @@ QUOTA_FIX = {
     "the boot volumes' sizes",
     "floating_ips": "ask for a larger floating IP quota, or release unused floating IPs",
     "ports": "ask for a larger port quota, or delete unused ports",
+    "server_groups": "ask for a larger server groups quota, or set server_group_policies "
+    "of a role to none",
+    "server_group_members": "ask for a larger server group members quota, or set "
+    "server_group_policies of the largest role to none",
 }
 
 
@@ -198,6 +210,9 @@ def quota_findings(conn, needs):
     free["instances"] = _free(absolute.instances, absolute.instances_used)
     free["cores"] = _free(absolute.total_cores, absolute.total_cores_used)
     free["ram"] = _free(absolute.total_ram, absolute.total_ram_used)
+    free["server_groups"] = _free(absolute.server_groups, absolute.server_groups_used)
+    # a limit per group, not a total
+    free["server_group_members"] = _free(absolute.server_group_members, 0)
     quota = conn.network.get_quota(conn.current_project_id, details=True)
     for name, attr in (("ports", "ports"), ("floating_ips", "floating_ips")):
         entry = getattr(quota, attr) or {}
@@ -212,6 +227,8 @@ def quota_findings(conn, needs):
     for name, need in needs.items():
         left = free.get(name)
         unit = " MiB" if name == "ram" else (" GiB" if name == "gigabytes" else "")
+        # its limit is per group: the need is the largest group's
+        free_word = "allowed per group" if name == "server_group_members" else "free"
         if left is None:
             findings.append(Finding(f"quota {name}", True, f"{name}: need {need}{unit}, unlimited"))
         elif left < need:
@@ -219,13 +236,15 @@ def quota_findings(conn, needs):
                 Finding(
                     f"quota {name}",
                     False,
-                    f"quota {name}: this plan needs {need}{unit} but only {max(left, 0)}{unit} is free",
+                    f"quota {name}: this plan needs {need}{unit} but only {max(left, 0)}{unit} "
+                    f"{'is ' if free_word == 'free' else ''}{free_word}",
                     QUOTA_FIX[name],
                 )
             )
         else:
             findings.append(
-                Finding(f"quota {name}", True, f"{name}: need {need}{unit}, {left}{unit} free")
+                Finding(f"quota {name}", True,
+                        f"{name}: need {need}{unit}, {left}{unit} {free_word}")
             )
     return findings
 

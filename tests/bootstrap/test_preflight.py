@@ -47,6 +47,8 @@ def test_good_project_passes_every_check_and_writes_nothing(
         "quota gigabytes",
         "quota ports",
         "quota floating_ips",
+        "quota server_groups",
+        "quota server_group_members",
         "ssh-agent",
     ):
         assert name in checks
@@ -139,7 +141,8 @@ def test_missing_image_and_internal_network(cloud_kos, fake_cloud, write_vars, s
 
 
 def test_quotas_too_small_for_the_plan(cloud_kos, fake_cloud, write_vars, ssh_agent):
-    fake_cloud.state["compute_limits"].update(maxTotalCores=16, totalCoresUsed=4)
+    fake_cloud.state["compute_limits"].update(maxTotalCores=16, totalCoresUsed=4,
+                                              maxServerGroupMembers=3)
     fake_cloud.state["network_quota"]["port"] = {"limit": 20, "used": 15, "reserved": 1}
     fake_cloud.state["flavors"].append(flavor("m1.xlarge", 8, 16384))
     vars_file = write_vars(required_vars(ssh_agent.public_key, num_kube_nodes=5))
@@ -149,6 +152,10 @@ def test_quotas_too_small_for_the_plan(cloud_kos, fake_cloud, write_vars, ssh_ag
     assert "quota ports: this plan needs 12 but only 4 is free" in res.stderr
     assert "ask for a larger cores quota" in res.stderr
     assert "instances: need 7, 9 free" in res.stderr
+    # the workers' server group (soft anti-affinity by default) holds all four
+    assert "quota server_group_members: this plan needs 4 but only 3 allowed per group" \
+        in res.stderr
+    assert "server_groups: need 2, 10 free" in res.stderr
 
 
 def test_agent_without_a_deployable_key(cloud_kos, write_vars):

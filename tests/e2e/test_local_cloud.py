@@ -295,6 +295,9 @@ def test_preflight_reads_the_real_clouds_images_flavors_and_quotas(cluster, tmp_
                                    "private_cidr": "10.247.0.0/16"}, tmp_path)
     assert res.returncode == 4, res.stderr
     assert f"quota instances: this plan needs 302 but only {free} is free" in res.stderr
+    # and the workers' server group against Nova's members per group
+    assert ("quota server_group_members: this plan needs 299 but only "
+            f"{limits.server_group_members} allowed per group") in res.stderr
     assert inventory(conn) == before
 
 

@@ -52,6 +52,23 @@ def test_quota_counts_the_boot_volumes_beside_the_masters():
     assert need["volumes"] == 1 + 2 and need["gigabytes"] == 10 + 20 + 40
 
 
+def test_quota_counts_a_server_group_per_grouped_role_and_its_largest_membership():
+    small = SimpleNamespace(vcpus=2, ram=2048)
+    values = {"kube_node_flavor": "m1.small", "salt_master_flavor": "m1.small",
+              "bastion_flavor": "m1.small", "salt_master_volume_size": 10,
+              "server_group_policies": {"control_plane": "anti-affinity",
+                                        "worker": "soft-anti-affinity"}}
+    nodes = node_set("k8s-cp-1", "k8s-cp-2", "k8s-cp-3", "k8s-worker-1", "k8s-worker-2")
+    need = cloud.plan_needs(values, nodes, {"m1.small": small})
+    assert need["server_groups"] == 2 and need["server_group_members"] == 3
+    values["server_group_policies"] = {"control_plane": "none", "worker": "soft-anti-affinity"}
+    need = cloud.plan_needs(values, nodes, {"m1.small": small})
+    assert need["server_groups"] == 1 and need["server_group_members"] == 2
+    values["server_group_policies"] = {"control_plane": "none", "worker": "none"}
+    need = cloud.plan_needs(values, nodes, {"m1.small": small})
+    assert "server_groups" not in need and "server_group_members" not in need
+
+
 def test_replace_names_the_server_terraform_declares():
     found = outputs("k8s-cp-1", "k8s-worker-2")
     address = backends.instance_address(found, "k8s-worker-2")
