@@ -25,6 +25,10 @@ of both. Printed, and written as JSON to bench/results/cloud-<time>.json:
               processes over the window's seconds) and PSS (MiB), from /proc in the
               cloud's PID namespace, grouped by the unit of each process's cgroup
   boot units  the slowest units of the cloud's boot (systemd-analyze blame inside it)
+  volumes     with the cluster's own credential, as the Cinder CSI asks: a 1 GiB volume
+              attached to a running worker (from the request to its disk in the host),
+              extended in use to 2 GiB (to the host's disk at the new size) and detached
+              (to the volume available and the disk gone), --rounds times; median seconds
 
 Needs root. Run: sudo .venv/bin/python bench/cloud.py [--fresh]
 """
@@ -208,12 +212,70 @@ def second_cluster(kos, public_key, env):
     return found
 
 
+def _until(check, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("no change within the wait")
+        time.sleep(0.2)
+
+
+def volume_ops(clouds_yaml, cluster, rounds):
+    """Seconds of attach, in-use extend and detach of one volume on ``cluster``'s first
+    worker, with the cluster's credential (kos's clouds.yaml entry ``kos-local-<cluster>``)."""
+    from statistics import median
+
+    from kos_local.openstack.cloud import Cloud
+    from openstack import config, connection
+
+    conf = config.OpenStackConfig(config_files=[str(clouds_yaml)], load_envvars=False)
+    conn = connection.Connection(config=conf.get_one(cloud=f"kos-local-{cluster}"))
+    server = conn.compute.find_server(f"{cluster}-k8s-worker-1")
+    host = hosts.Machine(net.host_ns(NAME, server.id), Cloud().root / "hosts" / server.id)
+    times = {"attach": [], "extend": [], "detach": []}
+    for n in range(rounds):
+        vol = conn.block_storage.create_volume(size=1, name=f"kos-bench-{cluster}-{n}")
+        conn.block_storage.wait_for_status(vol, "available", wait=120)
+        link = f"/dev/disk/by-id/virtio-{vol.id[:20]}"
+
+        def disk(size, link=link):
+            res = host.run("blockdev", "--getsize64", link, check=False)
+            return res.returncode == 0 and int(res.stdout) == size
+
+        try:
+            began = time.monotonic()
+            conn.compute.create_volume_attachment(server, volume_id=vol.id)
+            _until(lambda: disk(1 << 30))
+            times["attach"].append(time.monotonic() - began)
+            conn.block_storage.wait_for_status(vol, "in-use", wait=120)
+            began = time.monotonic()
+            conn.block_storage.extend_volume(vol, 2)
+            _until(lambda: disk(2 << 30))
+            times["extend"].append(time.monotonic() - began)
+            conn.block_storage.wait_for_status(vol, "in-use", wait=120)
+            began = time.monotonic()
+            conn.compute.delete_volume_attachment(server, vol.id)
+            conn.block_storage.wait_for_status(vol, "available", wait=300, interval=0.5)
+            _until(lambda: host.run("test", "-e", link, check=False).returncode != 0)
+            times["detach"].append(time.monotonic() - began)
+        finally:
+            vol = conn.block_storage.get_volume(vol.id)
+            if vol.status == "in-use":
+                conn.compute.delete_volume_attachment(server, vol.id)
+                conn.block_storage.wait_for_status(vol, "available", wait=300)
+            conn.block_storage.delete_volume(vol.id)
+            conn.block_storage.wait_for_delete(vol, wait=120)
+    return {f"{op}_s": round(median(ts), 1) for op, ts in times.items() if ts}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh", action="store_true",
                         help="build every image (and the provider) into an empty cache")
     parser.add_argument("--idle", type=int, default=60,
                         help="seconds the cloud's services are measured left alone")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="attach, extend and detach rounds of a volume on a worker")
     args = parser.parse_args()
     work, env, agent_pid, public_key = operator("kos-bench-cloud-")
     if args.fresh:
@@ -236,6 +298,11 @@ def main():
             result["boot_units"] = boot_units()
             result["idle_s"] = args.idle
             result["services"] = service_usage(args.idle)
+            try:
+                result["volumes"] = volume_ops(work / "openstack" / "clouds.yaml", CLUSTER,
+                                               args.rounds)
+            except Exception as exc:  # a figure missing, not the bench
+                result["volumes"] = {"error": repr(exc)}
         images = [line for line in up.stderr.splitlines() if " built in " in line]
         result["images_built"] = images
         result.update(phase_seconds(work, CLUSTER, PHASES))
@@ -267,6 +334,11 @@ def main():
         print(f"    {'unit':<44} {'cores':>6} {'PSS MiB':>8}")
         for unit, row in services.items():
             print(f"    {unit:<44} {row['cores']:>6.3f} {row['pss_mib']:>8.1f}")
+    volumes = result.get("volumes") or {}
+    if volumes:
+        print(f"  a volume on a running worker (median of {args.rounds}): attach "
+              f"{volumes.get('attach_s', '-')} s, extend in use {volumes.get('extend_s', '-')} s, "
+              f"detach {volumes.get('detach_s', '-')} s {volumes.get('error', '')}")
     for line in result.get("boot_units") or []:
         print(f"  boot: {line}")
     out = REPO / "bench" / "results"

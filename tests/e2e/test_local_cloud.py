@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -358,6 +359,63 @@ def test_workers_boot_from_cinder_volumes_that_hold_what_they_write(cluster):
     res = subprocess.run(["debugfs", "-R", "cat /upper/var/tmp/kos-marker", str(backing)],
                          capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == marker, (res.stdout, res.stderr)
+
+
+def test_a_volume_attaches_to_a_running_host_grows_there_and_detaches(cluster):
+    """What the Cinder CSI asks of the cloud while a node runs, with the deployment's own
+    credential: a new volume attached to the running worker appears there under its
+    serial; once Cinder extends it in use, the host's disk has the new size and its file
+    system grows into it, keeping what it held; detached, it is gone from the host, and
+    deleted."""
+    once(cluster, "the cloud's volumes behave the same for both clusters")
+    conn = cluster.conn()
+    name = next(h for h in cluster.hostnames() if h.startswith("k8s-worker-"))
+    server, host = cluster.server(name), cluster.host(name)
+    volume = conn.block_storage.create_volume(size=1, name=f"kos-e2e-{cluster.name}-hot")
+    link = f"/dev/disk/by-id/virtio-{volume.id[:20]}"
+    mnt = "/mnt/kos-e2e-hot"
+
+    def disk_bytes():
+        return int(host.run("blockdev", "--getsize64", link).stdout)
+
+    def wait_for(what, check, timeout=120):
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(1)
+
+    try:
+        conn.block_storage.wait_for_status(volume, "available", wait=120)
+        conn.compute.create_volume_attachment(server, volume_id=volume.id)
+        conn.block_storage.wait_for_status(volume, "in-use", wait=120)
+        assert disk_bytes() == 1 << 30
+        host.run("sh", "-c", f"mkfs.ext4 -q {link} && mkdir -p {mnt} && mount {link} {mnt} "
+                 f"&& echo kos > {mnt}/marker")
+        before = int(host.run("df", "-B1", "--output=size", mnt).stdout.split()[-1])
+        conn.block_storage.extend_volume(volume, 2)
+        conn.block_storage.wait_for_status(volume, "in-use", wait=120)
+        wait_for("the host's disk took the volume's new size", lambda: disk_bytes() == 2 << 30)
+        # grown offline: ext4's online resize (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE,
+        # which root on the machines this runs on lacks, here and in every host
+        host.run("umount", mnt)
+        host.run("e2fsck", "-fp", link)
+        host.run("resize2fs", link)
+        host.run("mount", link, mnt)
+        after = int(host.run("df", "-B1", "--output=size", mnt).stdout.split()[-1])
+        assert after > before + (1 << 29), (before, after)
+        assert host.run("cat", f"{mnt}/marker").stdout.strip() == "kos"
+        host.run("umount", mnt)
+        conn.compute.delete_volume_attachment(server, volume.id)
+        conn.block_storage.wait_for_status(volume, "available", wait=120)
+        assert host.run("test", "-e", link, check=False).returncode != 0
+    finally:
+        host.run("umount", mnt, check=False)
+        volume = conn.block_storage.get_volume(volume.id)
+        if volume.status == "in-use":
+            conn.compute.delete_volume_attachment(server, volume.id)
+            conn.block_storage.wait_for_status(volume, "available", wait=120)
+        conn.block_storage.delete_volume(volume.id)
+        conn.block_storage.wait_for_delete(volume, wait=120)
 
 
 def test_preflight_refuses_control_planes_apart_on_too_few_hosts(cluster, tmp_path):

@@ -8,7 +8,8 @@ plugs one veth per port (the port's MAC inside, Neutron's tap name in the cloud)
 the host; its console goes where the driver reads console output. A server booted from a
 volume has its writable layer on that volume's file system instead. A destroy powers the
 host off and removes its namespace and disk. An attached volume is a loop device over Cinder's
-volume file, visible in the host as ``/dev/vdX`` and ``/dev/disk/by-id/virtio-<serial>``.
+volume file, visible in the host as ``/dev/vdX`` and ``/dev/disk/by-id/virtio-<serial>``,
+attached and detached while the host runs, and grown in place when Cinder extends it.
 
 It runs as a daemon per cloud (``python -m kos_local.openstack.materialiser <config>``),
 started by ``kos up --cloud local`` and stopped with the cloud; a request is answered only
@@ -335,6 +336,15 @@ class Materialiser:
                       f"/dev/disk/by-id/virtio-{serial}", check=False)
             _losetup_detach(vol.get("loop"))
         self.save(rec)
+
+    def op_extend_volume(self, doc):
+        """What a disk of a KVM host does when its volume grows: the loop device over
+        Cinder's file takes the file's new size (the host's node shares its number)."""
+        vol = self._require(doc["uuid"])["volumes"].get(doc["volume_id"])
+        if not vol:
+            raise RuntimeError(f"volume {doc['volume_id']} is not attached to {doc['uuid']}")
+        subprocess.run(["losetup", "--set-capacity", vol["loop"]], capture_output=True,
+                       text=True, check=True)
 
     def _require(self, uuid):
         rec = self.record(uuid)

@@ -206,6 +206,16 @@ class KosDriver(fake.FakeDriver):
         )
         super().detach_volume(context, connection_info, instance, mountpoint, encryption)
 
+    def extend_volume(self, context, connection_info, instance, requested_size):
+        # Cinder grew the volume's file (an in-use extend tells Nova through the
+        # volume-extended event); the host's disk grows once its loop device re-reads it
+        data = connection_info.get("data") or {}
+        self._request(
+            "extend_volume", instance,
+            volume_id=data.get("volume_id") or connection_info.get("serial"),
+            size=requested_size,
+        )
+
     # -- what the hypervisor knows ------------------------------------------------------
 
     def get_info(self, instance, use_cache=True):
