@@ -54,8 +54,10 @@ CLUSTERS = {
         "cluster_name": "kose2ek",
         "kubernetes_distribution": "kubeadm",
         # the control planes each on its own compute host (the default policy); one worker
-        # in the rehearsal cloud's second zone
-        "kubernetes_nodes": {**node_map(3, 1),
+        # in the rehearsal cloud's second zone, one whose root (the kubelet's, containerd's
+        # and the images') is a Cinder volume of its own
+        "kubernetes_nodes": {**node_map(3, 0),
+                             "k8s-worker-1": {"role": "worker", "boot_volume": {"size": 10}},
                              "k8s-worker-2": {"role": "worker", "az": "kos-az-2"}},
         "api_load_balancer": "octavia",
         "public_cidr": "10.248.0.0/24",

@@ -325,18 +325,21 @@ def test_each_role_is_a_server_group_nova_keeps(cluster):
 
 
 def test_workers_boot_from_cinder_volumes_that_hold_what_they_write(cluster):
-    """A node with a boot volume (the microk8s cluster's workers: boot_volumes.worker) boots
-    from a Cinder volume made from the image: Nova names no image of the server's own and the
-    volume attached, bootable, of the size asked, made from the cluster's image; what the
-    host writes to its root is in that volume's file system, read from Cinder's file."""
-    size = ((cluster.values.get("boot_volumes") or {}).get("worker") or {}).get("size")
-    if not size:
-        pytest.skip("the microk8s cluster's workers boot from volumes")
+    """A node with a boot volume (the microk8s cluster's workers: boot_volumes.worker; the
+    kubeadm cluster's k8s-worker-1, its own boot_volume) boots from a Cinder volume made
+    from the image: Nova names no image of the server's own and the volume attached,
+    bootable, of the size asked, made from the cluster's image; what the host writes to its
+    root is in that volume's file system, read from Cinder's file."""
+    per_role = cluster.values.get("boot_volumes") or {}
+    sizes = {name: (node.get("boot_volume") or per_role.get(node["role"]) or {}).get("size")
+             for name, node in cluster.values["kubernetes_nodes"].items()}
+    sizes = {name: size for name, size in sizes.items() if size}
+    workers = sorted(name for name in sizes if name.startswith("k8s-worker-"))
+    assert workers, "each e2e cluster has a worker that boots from a volume"
     conn = cluster.conn()
-    workers = [h for h in cluster.hostnames() if h.startswith("k8s-worker-")]
-    assert workers
     roots = {}
     for name in workers:
+        size = sizes[name]
         server = conn.compute.get_server(cluster.server(name).id)
         assert not (server.image and server.image.id), (name, server.image)
         attached = [conn.block_storage.get_volume(v["id"]) for v in server.attached_volumes]
