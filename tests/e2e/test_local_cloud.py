@@ -364,6 +364,24 @@ def test_workers_boot_from_cinder_volumes_that_hold_what_they_write(cluster):
     assert res.stdout.strip() == marker, (res.stdout, res.stderr)
 
 
+def test_a_host_reads_its_identity_from_the_metadata_service(cluster):
+    """What the Cinder CSI's node plugin and cloud-init read at 169.254.169.254 (the
+    private network has no router: Neutron's DHCP namespace answers, through its metadata
+    agent, from Nova's metadata API): the server's own ID and zone."""
+    once(cluster, "the cloud's metadata service is the same for both clusters")
+    worker = next(h for h in cluster.hostnames() if h.startswith("k8s-worker-"))
+    server = cluster.conn().compute.get_server(cluster.server(worker).id)
+    res = cluster.host(worker).run(
+        "curl", "-sf", "-m", "20", "http://169.254.169.254/openstack/latest/meta_data.json",
+        timeout=60)
+    doc = json.loads(res.stdout)
+    assert doc["uuid"] == server.id
+    assert doc["availability_zone"] == server.availability_zone
+    minion = next(mid for mid, m in cluster.outputs()["minions"].items()
+                  if m["hostname"] == worker)
+    assert doc["meta"]["kos_minion_id"] == minion
+
+
 def test_a_volume_attaches_to_a_running_host_grows_there_and_detaches(cluster):
     """What the Cinder CSI asks of the cloud while a node runs, with the deployment's own
     credential: a new volume attached to the running worker appears there under its

@@ -74,6 +74,7 @@ UWSGI = {
     "/etc/glance/glance-api-uwsgi.ini": (1, 8),
     "/etc/placement/placement-api-uwsgi.ini": (1, 4),
     "/etc/nova/nova-api-uwsgi.ini": (1, 1),
+    "/etc/nova/nova-api-metadata-uwsgi.ini": (1, 2),
     "/etc/neutron/neutron-api-uwsgi.ini": (1, 1),
     "/etc/cinder/cinder-api-uwsgi.ini": (1, 4),
     "/etc/octavia/octavia-api-uwsgi.ini": (1, 4),
@@ -90,6 +91,8 @@ def secrets():
         "octavia_ca": _secrets.token_urlsafe(24),
         "octavia_server_certs": "".join(_secrets.choice(alphabet) for _ in range(32)),
         "octavia_heartbeat": _secrets.token_urlsafe(24),
+        # signs the instance ID Neutron's metadata agent hands to Nova's metadata API
+        "metadata_proxy": _secrets.token_urlsafe(24),
     }
 
 
@@ -158,6 +161,8 @@ AGENT_RPC = {"rpc_response_timeout": 15}
 
 def files(pw):
     """``{path: text}`` of every configuration file the cloud's services read."""
+    # a cloud made before the metadata service had no secret for it
+    metadata_secret = pw.get("metadata_proxy", "set-per-cluster")
     return {
         "/etc/keystone/keystone.conf": _ini({
             "DEFAULT": {"debug": False},
@@ -207,7 +212,8 @@ def files(pw):
                                    "service_token_roles_required": True},
             "service_user": {**_client("nova", pw["nova"]), "send_service_user_token": True},
             "placement": _client("placement", pw["placement"]),
-            "neutron": _client("neutron", pw["neutron"]),
+            "neutron": {**_client("neutron", pw["neutron"]), "service_metadata_proxy": True,
+                        "metadata_proxy_shared_secret": metadata_secret},
             "glance": {"valid_interfaces": "internal", "region_name": REGION},
             "cinder": {"os_region_name": REGION, "catalog_info": "volumev3:cinderv3:internalURL",
                        "auth_type": "password", "auth_url": KEYSTONE_INTERNAL,
@@ -279,7 +285,20 @@ def files(pw):
                 "host": HOST,
                 "interface_driver": "linuxbridge",
                 "dhcp_driver": "neutron.agent.linux.dhcp.Dnsmasq",
-                "enable_isolated_metadata": False,
+                # the private network has no router: its DHCP namespace answers
+                # 169.254.169.254 (and hands out the route to it)
+                "enable_isolated_metadata": True,
+            },
+        }),
+        "/etc/neutron/metadata_agent.ini": _ini({
+            "DEFAULT": {
+                **AGENT_RPC,
+                "host": HOST,
+                "nova_metadata_host": INTERNAL,
+                "nova_metadata_port": 8775,
+                "metadata_proxy_shared_secret": metadata_secret,
+                # answered in the agent's own process: a worker of its own costs 70 MiB
+                "metadata_workers": 0,
             },
         }),
         "/etc/neutron/l3_agent.ini": _ini({

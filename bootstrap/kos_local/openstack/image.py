@@ -46,12 +46,15 @@ OPENSTACK_UNITS = (
     "neutron-api.service", "neutron-rpc-server.service", "neutron-linuxbridge-agent.service",
     "neutron-dhcp-agent.service", "neutron-l3-agent.service",
     "cinder-api.service", "cinder-scheduler.service", "cinder-volume.service",
+    # what a server reads at 169.254.169.254 (its instance ID, zone): Neutron's DHCP
+    # namespace proxies it to Nova's metadata API (config: enable_isolated_metadata)
+    "nova-api-metadata.service", "neutron-metadata-agent.service",
 )
 # Installed by dependencies, pointless or harmful in the rehearsal cloud.
 MASKED_UNITS = (
     # one compute service per compute host instead (COMPUTE_UNIT)
     "nova-compute.service",
-    "nova-api-metadata.service", "neutron-metadata-agent.service", "neutron-server.service",
+    "neutron-server.service",
     "iscsid.service", "iscsid.socket", "open-iscsi.service", "rtslib-fb-targetctl.service",
     "keepalived.service", "radvd.service", "haproxy.service",
     "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service",
@@ -59,6 +62,26 @@ MASKED_UNITS = (
     "systemd-timesyncd.service", "cron.service",
 )
 TARGET = "kos-openstack.target"
+# neutron-common ships the agent's program; its package (the unit) is not installed
+METADATA_AGENT = "neutron-metadata-agent.service"
+METADATA_AGENT_UNIT = """\
+# kos rehearsal cloud: Neutron's metadata agent, as Debian's neutron-metadata-agent runs it.
+[Unit]
+Description=OpenStack Neutron Metadata Agent
+After=rabbitmq-server.service keystone.service network-online.target
+
+[Service]
+User=neutron
+Group=neutron
+Type=simple
+WorkingDirectory=/var/lib/neutron
+RuntimeDirectory=neutron lock/neutron
+RuntimeDirectoryPreserve=yes
+ExecStart=/usr/bin/neutron-metadata-agent --config-file=/etc/neutron/neutron.conf \\
+  --config-file=/etc/neutron/metadata_agent.ini --log-file=/var/log/neutron/neutron-metadata-agent.log
+LimitNOFILE=65535
+TimeoutStopSec=15
+"""
 # Debian's nova-compute.service, for the compute host the instance names (config.COMPUTE_ZONES)
 COMPUTE_UNIT = """\
 # kos rehearsal cloud: the compute service of one compute host (config.COMPUTE_ZONES).
@@ -169,6 +192,7 @@ def _cloud_steps(build):
 
 def _units(build):
     build.write("/etc/systemd/system/kos-nova-compute@.service", COMPUTE_UNIT)
+    build.write(f"/etc/systemd/system/{METADATA_AGENT}", METADATA_AGENT_UNIT)
     packaged = [u for u in OPENSTACK_UNITS if not u.startswith("kos-nova-compute@")]
     build.run("systemctl", f"--root={build.root}", "disable", *BOOT_UNITS, *packaged,
               *octavia.UNITS)
