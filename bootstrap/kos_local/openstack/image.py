@@ -50,6 +50,8 @@ OPENSTACK_UNITS = (
     # namespace proxies it to Nova's metadata API (config: enable_isolated_metadata)
     "nova-api-metadata.service", "neutron-metadata-agent.service",
 )
+# neutron-common ships the agent's program; its package (the unit) is not installed
+METADATA_AGENT = OPENSTACK_UNITS[-1]
 # Installed by dependencies, pointless or harmful in the rehearsal cloud.
 MASKED_UNITS = (
     # one compute service per compute host instead (COMPUTE_UNIT)
@@ -62,8 +64,6 @@ MASKED_UNITS = (
     "systemd-timesyncd.service", "cron.service",
 )
 TARGET = "kos-openstack.target"
-# neutron-common ships the agent's program; its package (the unit) is not installed
-METADATA_AGENT = "neutron-metadata-agent.service"
 METADATA_AGENT_UNIT = """\
 # kos rehearsal cloud: Neutron's metadata agent, as Debian's neutron-metadata-agent runs it.
 [Unit]

@@ -187,21 +187,19 @@ class KosDriver(fake.FakeDriver):
 
     def attach_volume(self, context, connection_info, instance, mountpoint, disk_bus=None,
                       device_type=None, encryption=None):
-        data = connection_info.get("data") or {}
         self._request(
             "attach_volume", instance,
-            volume_id=data.get("volume_id") or connection_info.get("serial"),
-            path=data.get("device_path"),
+            volume_id=_volume_id(connection_info),
+            path=(connection_info.get("data") or {}).get("device_path"),
             mountpoint=mountpoint,
         )
         super().attach_volume(context, connection_info, instance, mountpoint, disk_bus,
                               device_type, encryption)
 
     def detach_volume(self, context, connection_info, instance, mountpoint, encryption=None):
-        data = connection_info.get("data") or {}
         self._request(
             "detach_volume", instance,
-            volume_id=data.get("volume_id") or connection_info.get("serial"),
+            volume_id=_volume_id(connection_info),
             mountpoint=mountpoint,
         )
         super().detach_volume(context, connection_info, instance, mountpoint, encryption)
@@ -209,10 +207,9 @@ class KosDriver(fake.FakeDriver):
     def extend_volume(self, context, connection_info, instance, requested_size):
         # Cinder grew the volume's file (an in-use extend tells Nova through the
         # volume-extended event); the host's disk grows once its loop device re-reads it
-        data = connection_info.get("data") or {}
         self._request(
             "extend_volume", instance,
-            volume_id=data.get("volume_id") or connection_info.get("serial"),
+            volume_id=_volume_id(connection_info),
             size=requested_size,
         )
 
@@ -235,6 +232,10 @@ class KosDriver(fake.FakeDriver):
                 return fh.read()
         except OSError:
             raise exception.ConsoleNotAvailable()
+
+
+def _volume_id(connection_info):
+    return (connection_info.get("data") or {}).get("volume_id") or connection_info.get("serial")
 
 
 def _root_volume(block_device_info):
