@@ -302,9 +302,10 @@ def files(pw):
             },
         }),
         "/etc/neutron/l3_agent.ini": _ini({
-            # servers read their metadata from the config drive: no proxy per router
+            # a server whose default route is a router's (a control plane with a public
+            # interface) reaches 169.254.169.254 through the router's proxy
             "DEFAULT": {**AGENT_RPC, "host": HOST, "interface_driver": "linuxbridge",
-                        "agent_mode": "legacy", "enable_metadata_proxy": False},
+                        "agent_mode": "legacy", "enable_metadata_proxy": True},
         }),
         "/etc/cinder/cinder.conf": _ini({
             "DEFAULT": {
