@@ -7,9 +7,10 @@ STAMP  := $(VENV)/.kos-installed
 # Debian packages the tests and the demo use (network namespaces, certificates,
 # the iptables the bastion's states drive, the haproxy in front of kubeadm control
 # planes, sshd for the bastion hop of `kos converge`, rsync for gitlab-ci-local,
-# systemd-nspawn and debootstrap for the local rehearsal cloud).
+# systemd-nspawn and debootstrap for the local rehearsal cloud, xfsprogs for the
+# rehearsal's Cinder CSI image).
 SYSTEM_PACKAGES := iproute2 openssl iptables haproxy openssh-server openssh-client rsync \
-	systemd-container debootstrap
+	systemd-container debootstrap xfsprogs
 
 .PHONY: all venv sysdeps test demo demo-down pipeline clean
 

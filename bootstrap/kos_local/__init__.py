@@ -42,7 +42,7 @@ from kos.ssh import agent_findings
 from kos.state import fingerprint
 
 from . import hosts as hosts_mod
-from . import amphora, cloud_provider, kubernetes, net, provider, rootfs
+from . import amphora, cloud_provider, csi, kubernetes, net, provider, rootfs
 from .image import files_digest
 from .openstack import materialiser
 from .openstack.cloud import RESERVED, Cloud, cloud_name
@@ -67,6 +67,10 @@ HOST_MEMORY_MB = 160
 KUBEADM_CONTROL_PLANE_MB = 1024
 # A kubeadm worker (kubelet, containerd, kube-proxy, no workload): an estimate, not measured.
 KUBEADM_WORKER_MB = 300
+# The Cinder CSI (pillar_layer turns it on), measured on this rehearsal cloud: the node
+# service and its registrar on every node, the controller and its sidecars on one.
+CSI_NODE_MB = 45
+CSI_CONTROLLER_MB = 175
 
 # A cluster's networks: none may overlap the cloud's own addresses on this machine.
 CIDRS = ("public_cidr", "private_cidr", "pod_cidr", "service_cidr")
@@ -79,11 +83,14 @@ SIMULATED = ("microk8s",)
 def pillar_layer(version=None):
     """The pillar that points the kubeadm formula at this cloud's mirror, and what these
     hosts differ in from a VM: the kernel's modules are this machine's (a container loads
-    none), its conntrack table and OOM scores are not the host's to change, and no
-    cloud-controller-manager is the one built beside Kubernetes (cloud_provider)."""
+    none), its conntrack table and OOM scores are not the host's to change, and the
+    cloud-controller-manager and Cinder CSI are the ones built beside Kubernetes
+    (cloud_provider, csi)."""
     version = version or kubernetes.pinned_version()
     here = f"{MIRROR}/{kubernetes.minor_dir(version)}"
     ccm = cloud_provider.release(version)
+    defaults = kubernetes.formula_defaults()
+    csi_images = csi.images(defaults["csi"]["images"], version)
     return {
         "kubeadm": {
             "repo": {"url": f"file:{here}/deb/",
@@ -98,8 +105,16 @@ def pillar_layer(version=None):
             "network": {"mode": "routed", "sync_seconds": 60},
             "kube_proxy": {"conntrack_max_per_core": 0},
             "ccm": {"enabled": True, "image": cloud_provider.image_ref(
-                kubernetes.formula_defaults()["ccm"]["image"], ccm)} if ccm else {
+                defaults["ccm"]["image"], ccm)} if ccm else {
                 "enabled": False},
+            # Cinder keeps its volumes in the zone nova, and kos-az-2 is Nova's only
+            # (config.COMPUTE_ZONES): a node there attaches a volume made in nova. XFS:
+            # ext4 grows online only with CAP_SYS_RESOURCE (EXT4_IOC_RESIZE_FS), which
+            # this machine does not give; xfs_growfs needs CAP_SYS_ADMIN only.
+            "csi": {"enabled": True, "ignore_volume_az": True, "images": csi_images,
+                    "storage_classes": [{**sc, "fstype": "xfs"} for sc in
+                                        defaults["csi"]["storage_classes"]]}
+            if csi_images else {"enabled": False},
             "manage": {"kernel_modules": False},
         },
     }
@@ -114,7 +129,8 @@ def hosts_memory_mb(values, nodes):
         return HOST_MEMORY_MB * (len(nodes) + 2) + amphora
     control_planes = sum(1 for node in nodes.values() if node["role"] == "control_plane")
     return (HOST_MEMORY_MB * 2 + KUBEADM_CONTROL_PLANE_MB * control_planes
-            + KUBEADM_WORKER_MB * (len(nodes) - control_planes) + amphora)
+            + KUBEADM_WORKER_MB * (len(nodes) - control_planes)
+            + CSI_NODE_MB * len(nodes) + CSI_CONTROLLER_MB + amphora)
 
 
 class LocalBackend(Backend):

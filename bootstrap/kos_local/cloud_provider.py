@@ -52,6 +52,27 @@ def built(build_dir):
     return (Path(build_dir) / "images" / ARCHIVE).exists()
 
 
+def build_command(build, go, env, module, version, command, work, ldflags=()):
+    """``go build`` of ``./cmd/<command>`` of ``module@version`` into ``work/bin`` (``work``:
+    a scratch directory the caller removes), as one stage of ``build``. A module's zip has
+    no ``vendor/`` (the Go command leaves it out): its dependencies come through the proxy."""
+    bindir = Path(work) / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    with build.stage(f"{command} {version}"):
+        info = json.loads(build.output(go, "mod", "download", "-json", f"{module}@{version}",
+                                       env=env, cwd="/"))
+        src = Path(work) / f"src-{command}"
+        # a go.mod's replace directives rule out ``go install module@version``
+        shutil.copytree(info["Dir"], src, symlinks=True)
+        for p in src.rglob("*"):
+            if not p.is_symlink():
+                p.chmod(p.stat().st_mode | 0o200)
+        shutil.rmtree(src / "vendor", ignore_errors=True)
+        build.run(go, "build", "-ldflags", " ".join(["-s", "-w", *ldflags]),
+                  "-o", bindir, f"./cmd/{command}", env=env, timeout=3600, cwd=src)
+    return bindir / command
+
+
 def ensure(build, go, env, build_dir, kubernetes_version, formula_image):
     """Build the image into ``build_dir/images`` unless it is there (``build``: the
     ``image.Build`` the caller logs into, under its lock). A minor without a known release
@@ -64,26 +85,13 @@ def ensure(build, go, env, build_dir, kubernetes_version, formula_image):
     started = time.monotonic()
     work = Path(build_dir) / f".{COMMAND}.building"
     shutil.rmtree(work, ignore_errors=True)
-    bindir = work / "bin"
-    bindir.mkdir(parents=True)
     try:
-        with build.stage(f"{COMMAND} {version}"):
-            info = json.loads(build.output(go, "mod", "download", "-json",
-                                           f"{MODULE}@{version}", env=env, cwd="/"))
-            src = work / "src"
-            # its go.mod's replace directives rule out ``go install module@version``
-            shutil.copytree(info["Dir"], src, symlinks=True)
-            for p in src.rglob("*"):
-                if not p.is_symlink():
-                    p.chmod(p.stat().st_mode | 0o200)
-            ldflags = " ".join(["-s", "-w",
-                                f"-X k8s.io/component-base/version.gitVersion={version}",
-                                f"-X {MODULE}/pkg/version.Version={version}"])
-            build.run(go, "build", "-ldflags", ldflags, "-o", bindir, f"./cmd/{COMMAND}",
-                      env=env, timeout=3600, cwd=src)
+        ldflags = [f"-X k8s.io/component-base/version.gitVersion={version}",
+                   f"-X {MODULE}/pkg/version.Version={version}"]
+        build_command(build, go, env, MODULE, version, COMMAND, work, ldflags)
         ref = image_ref(formula_image, version)
         write_image(Path(build_dir) / "images" / ARCHIVE, ref,
-                    {"bin": [COMMAND], "bin_dir": IMAGE_BIN_DIR}, bindir)
+                    {"bin": [COMMAND], "bin_dir": IMAGE_BIN_DIR}, work / "bin")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ui.ok(f"{COMMAND} {version} built in {time.monotonic() - started:.0f}s")

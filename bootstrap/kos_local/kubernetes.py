@@ -37,7 +37,7 @@ import yaml
 from kos import ui
 from kos.errors import EXIT_INTERRUPTED, KosError, PreflightError
 from kos.ssh import take_interrupts
-from . import cloud_provider, debrepo, provider
+from . import cloud_provider, csi, debrepo, provider
 from .image import Build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,10 +155,12 @@ def log_path(version, kind="log"):
 
 
 def built(version):
-    """Whether ``version`` is built on this machine already, its cloud controller too."""
+    """Whether ``version`` is built on this machine already, its cloud controller and
+    Cinder CSI too."""
     path = root(version)
     return (path / MARKER).exists() and (
-        cloud_provider.release(version) is None or cloud_provider.built(path))
+        cloud_provider.release(version) is None or cloud_provider.built(path)) and (
+        csi.built(path, formula_defaults()["csi"]["images"], version))
 
 
 def minor_dir(version):
@@ -287,10 +289,12 @@ def _build(version, path):
 
 
 def _build_cloud_provider(version, path):
-    """The cloud controller's image into a finished build of ``version`` (its own stage:
-    a build made before it existed gets it without a rebuild), with the Go release
-    Kubernetes ``version`` was built with."""
-    if cloud_provider.release(version) is None or cloud_provider.built(path):
+    """The cloud controller's and the Cinder CSI's images into a finished build of
+    ``version`` (stages of their own: a build made before they existed gets them without a
+    rebuild), with the Go release Kubernetes ``version`` was built with."""
+    csi_images = formula_defaults()["csi"]["images"]
+    if cloud_provider.release(version) is None or (
+            cloud_provider.built(path) and csi.built(path, csi_images, version)):
         return
     go = _go()
     build = Build(_Title(version), path, log_path(version))
@@ -298,6 +302,7 @@ def _build_cloud_provider(version, path):
     toolchain = "go" + (Path(info["Dir"]) / ".go-version").read_text().strip()
     cloud_provider.ensure(build, go, _go_env(toolchain), path, version,
                           formula_defaults()["ccm"]["image"])
+    csi.ensure(build, go, _go_env(toolchain), _go_env("local"), path, version, csi_images)
 
 
 def _go_env(toolchain):
@@ -477,10 +482,11 @@ def _layer(spec, bindir):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         dirs = set()
-        where = spec.get("bin_dir", "/usr/local/bin")
+        where = spec.get("bin_dir", "/usr/local/bin").rstrip("/")
         entries = {f"{where}/{b}": ((bindir / b).read_bytes(), 0o755) for b in spec["bin"]}
         if spec.get("iptables"):
             entries.update(_iptables_files())
+        entries.update(spec.get("files", {}))
         entries["/etc/passwd"] = (b"root:x:0:0:root:/root:/sbin/nologin\n", 0o644)
         entries["/etc/group"] = (b"root:x:0:\n", 0o644)
         entries["/tmp/.keep"] = (b"", 0o644)

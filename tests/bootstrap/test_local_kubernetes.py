@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import kos_local
-from kos_local import cloud_provider, debrepo, hosts, kubernetes, net
+from kos_local import cloud_provider, csi, debrepo, hosts, kubernetes, net
 from kos_local.image import BuildFailed
 from tests.unit.conftest import load
 
@@ -121,8 +121,29 @@ def test_a_failed_step_is_named_with_its_log(tmp_path):
 
 
 def _with_cloud_controller(build_dir):
+    """The cloud controller's and the Cinder CSI's stages done in ``build_dir``."""
     (build_dir / "images").mkdir(exist_ok=True)
     (build_dir / "images" / cloud_provider.ARCHIVE).touch()
+    version = build_dir.name.split("-r")[0]
+    for key, ref in csi.images(kubernetes.formula_defaults()["csi"]["images"], version).items():
+        csi._marker(build_dir, key, ref).touch()
+
+
+def test_the_csi_images_are_the_formulas_but_the_registrar_and_grow_xfs():
+    """The rehearsal's pillar names the formula's sidecars as they are, its plugin at the
+    cloud controller's release, and kos's own registrar (no upstream release is served);
+    its classes are the formula's with XFS, which grows mounted here."""
+    defaults = kubernetes.formula_defaults()["csi"]
+    layer = kos_local.pillar_layer("v1.31.4")["kubeadm"]["csi"]
+    assert {k: layer["images"][k] for k in csi.SIDECARS} == {
+        k: defaults["images"][k] for k in csi.SIDECARS}
+    assert layer["images"]["plugin"] == "registry.k8s.io/provider-os/cinder-csi-plugin:" + (
+        cloud_provider.release("v1.31.4"))
+    assert layer["images"]["registrar"].startswith(f"kos.local/{csi.REGISTRAR}:")
+    assert [c["name"] for c in layer["storage_classes"]] == [
+        c["name"] for c in defaults["storage_classes"]]
+    assert {c["fstype"] for c in layer["storage_classes"]} == {"xfs"}
+    assert layer["ignore_volume_az"] is True
 
 
 def test_each_minor_has_pkgs_k8s_io_path_in_the_mirror(monkeypatch, tmp_path):

@@ -176,10 +176,8 @@ def test_the_first_control_plane_lays_its_certificates_out_as_the_stand_in(real)
     scenarios.certs_check_expiration_layout(RealNode(real.host("k8s-cp-1")), initialised=True)
 
 
-@pytest.fixture(scope="module")
-def probes(real, tmp_path_factory):
-    """The probe on every node, as a DaemonSet behind a Service."""
-    work = tmp_path_factory.mktemp("kos-probe")
+def import_probe(real, work):
+    """The probe's image built into ``work`` and imported on every node."""
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false",
            "GOTOOLCHAIN": "local", "GOCACHE": str(kubernetes.go_root() / "build"),
            "GOMODCACHE": str(kubernetes.go_root() / "mod")}
@@ -194,6 +192,12 @@ def probes(real, tmp_path_factory):
             host.write("/root/kos-probe.tar", archive.read_bytes())
             host.run("ctr", "-n", "k8s.io", "images", "import", "/root/kos-probe.tar",
                      timeout=120)
+
+
+@pytest.fixture(scope="module")
+def probes(real, tmp_path_factory):
+    """The probe on every node, as a DaemonSet behind a Service."""
+    import_probe(real, tmp_path_factory.mktemp("kos-probe"))
     kubectl(real, "apply", "-f", "-", stdin=PROBE_MANIFEST)
 
     def all_running():

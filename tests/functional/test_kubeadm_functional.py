@@ -272,6 +272,72 @@ def test_ccm_rbac_binds_the_controller_manager_identity(loaders):
                                     "name": "system:kube-controller-manager"}]
 
 
+def test_cinder_csi_controller_has_the_ccm_credential_and_the_nodes_none(loaders, lab):
+    """The controller reads the cloud controller's cloud.conf from its control plane's disk
+    (one credential for both, never a Secret); the node service, on every node, has no
+    credential and no API token."""
+    docs = {d["kind"]: d for d in yaml.safe_load_all(render(loaders,
+                                                           "kubeadm/files/cinder-csi.yaml.jinja"))}
+    assert docs["CSIDriver"]["metadata"]["name"] == "cinder.csi.openstack.org"
+    assert "Secret" not in docs
+    controller = docs["Deployment"]["spec"]["template"]["spec"]
+    assert controller["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    assert controller["serviceAccountName"] == "csi-cinder-controller-sa"
+    plugin = next(c for c in controller["containers"] if c["name"] == "cinder-csi-plugin")
+    assert {"--cloud-config=/etc/config/cloud.conf", "--cluster=kos-fn",
+            "--provide-node-service=false"} <= set(plugin["args"])
+    cloud_conf = next(v for v in controller["volumes"] if v["name"] == "cloud-config")
+    assert cloud_conf["hostPath"]["path"] == str(lab["k8s-cp-1"].root / "etc/kubernetes/cloud.conf")
+    defaults = yaml.safe_load((REPO / "salt/salt/kubeadm/defaults.yaml").read_text())["csi"]
+    images = {c["name"]: c["image"] for c in controller["containers"]}
+    assert images == {"csi-provisioner": defaults["images"]["provisioner"],
+                      "csi-attacher": defaults["images"]["attacher"],
+                      "csi-resizer": defaults["images"]["resizer"],
+                      "cinder-csi-plugin": defaults["images"]["plugin"]}
+    assert all("--leader-election=true" in c["args"] for c in controller["containers"]
+               if c["name"] != "cinder-csi-plugin")
+    # a rotated credential rolls the controller
+    digest = docs["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert re.fullmatch(r"[0-9a-f]{64}", digest["kos/cloud-conf-sha256"])
+
+    node = docs["DaemonSet"]["spec"]["template"]["spec"]
+    assert node["automountServiceAccountToken"] is False
+    assert node["tolerations"] == [{"operator": "Exists"}]
+    plugin = next(c for c in node["containers"] if c["name"] == "cinder-csi-plugin")
+    assert "--node-service-no-os-client=true" in plugin["args"]
+    assert not [a for a in plugin["args"] if a == "--cloud-config=/etc/config/cloud.conf"]
+    assert not [v for v in node["volumes"] if "cloud.conf" in json.dumps(v)]
+    registrar = next(c for c in node["containers"] if c["name"] == "node-driver-registrar")
+    assert registrar["image"] == defaults["images"]["registrar"]
+    assert ("--kubelet-registration-path=/var/lib/kubelet/plugins/cinder.csi.openstack.org/"
+            "csi.sock") in registrar["args"]
+    conf = docs["ConfigMap"]["data"]["cinder-csi.conf"]
+    assert "ignore-volume-az=false" in conf and "search-order=metadataService" in conf
+
+
+def test_storage_classes_one_per_entry_the_default_annotated(loaders):
+    docs = list(yaml.safe_load_all(render(loaders,
+                                          "kubeadm/files/cinder-csi-storage-classes.yaml.jinja")))
+    docs = [d for d in docs if d]
+    assert [d["metadata"]["name"] for d in docs] == ["cinder"]
+    sc = docs[0]
+    assert sc["metadata"]["annotations"] == {"storageclass.kubernetes.io/is-default-class": "true"}
+    assert sc["provisioner"] == "cinder.csi.openstack.org"
+    assert sc["parameters"] == {"csi.storage.k8s.io/fstype": "ext4"}  # Cinder's default type
+    assert sc["allowVolumeExpansion"] is True and sc["reclaimPolicy"] == "Delete"
+    assert sc["volumeBindingMode"] == "WaitForFirstConsumer"
+
+
+def test_the_csi_goes_with_the_first_control_plane_and_needs_the_ccm(loaders):
+    ids = low_ids(loaders, "kubeadm.master")
+    assert "kubeadm-csi-kubeadm_node-manifest_applied-cinder-csi" in ids
+    applied = ids["kubeadm-csi-kubeadm_node-manifest_applied-cinder-csi-storage-classes"]
+    assert {"kubeadm_node": "kubeadm-csi-kubeadm_node-manifest_applied-cinder-csi"} in applied[
+        "require"]
+    off = low_ids(loaders, "kubeadm.master", pillar={"kubeadm": {"ccm": {"enabled": False}}})
+    assert not [i for i in off if i.startswith("kubeadm-csi-")]
+
+
 @pytest.mark.skipif(not shutil.which("haproxy"), reason="needs haproxy")
 def test_haproxy_config_is_valid(loaders, tmp_path):
     text = loaders.modules.slsutil.renderer(

@@ -8,6 +8,7 @@ include:
   - kubeadm.cni
   - kubeadm.network
   - kubeadm.ccm
+  - kubeadm.csi
 
 kubeadm-master-file-managed-config:
   file.managed:

@@ -4,6 +4,9 @@
 //	                        the address the request came from ("<name> <peer ip>")
 //	probe get URL           print what URL answers (exit 1 when it does not)
 //	probe resolve NAME      print NAME's addresses (exit 1 when it has none)
+//	probe write FILE TEXT   write TEXT to FILE and sync it to its disk
+//	probe read FILE         print FILE
+//	probe size DIR          print the size in bytes of the file system DIR is on
 package main
 
 import (
@@ -20,7 +23,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe serve | get URL | resolve NAME")
+		fmt.Fprintln(os.Stderr, "usage: probe serve | get URL | resolve NAME | write FILE TEXT | read FILE | size DIR")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -59,6 +62,33 @@ func main() {
 		for _, a := range addrs {
 			fmt.Println(a)
 		}
+	case "write":
+		f, err := os.Create(os.Args[2])
+		if err == nil {
+			_, err = f.WriteString(os.Args[3])
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		f.Close()
+	case "read":
+		data, err := os.ReadFile(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(data)
+	case "size":
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(os.Args[2], &fs); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(fs.Blocks * uint64(fs.Bsize))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)

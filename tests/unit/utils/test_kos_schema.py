@@ -270,6 +270,19 @@ BAD = [
                  id="ccm-monitor-timeout-above-delay"),
     pytest.param("kos:api:load_balancer", "haproxy", "kos:api:load_balancer", "'haproxy'",
                  id="api-load-balancer"),
+    pytest.param("kubeadm:csi:storage_classes",
+                 [{"name": "fast", "default": True}, {"name": "slow", "default": True}],
+                 "kubeadm:csi:storage_classes", "has 2 default classes (fast, slow)",
+                 id="csi-two-defaults"),
+    pytest.param("kubeadm:csi:storage_classes", [{"name": "fast"}],
+                 "kubeadm:csi:storage_classes", "has 0 default classes (none)",
+                 id="csi-no-default"),
+    pytest.param("kubeadm:csi:storage_classes", [{"name": "Fast", "default": True}],
+                 "kubeadm:csi:storage_classes:0:name", "Kubernetes object name",
+                 id="csi-class-name"),
+    pytest.param("kubeadm:csi:storage_classes", [{"name": "a", "default": True,
+                                                  "fstype": "btrfs"}],
+                 "kubeadm:csi:storage_classes:0:fstype", "'btrfs'", id="csi-fstype"),
 ]
 
 

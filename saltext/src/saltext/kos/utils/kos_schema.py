@@ -77,6 +77,8 @@ SSHD_WORDS = {
     "allow_tcp_forwarding": ("yes", "all", "no", "local", "remote"),
     "x11_forwarding": ("yes", "no"),
 }
+# File systems cinder-csi-plugin formats a volume with (its image's mkfs.*).
+FSTYPES = ("ext4", "xfs")
 ENCRYPTION_ALGORITHMS = ("RSA-2048", "RSA-3072", "RSA-4096", "ECDSA-P256")
 DAY = 86400
 
@@ -491,6 +493,26 @@ KUBEADM = section("The kubeadm distribution.", {
         "firewall": flag("NetworkPolicy."),
         "overlay": flag("Encapsulation."),
         "cluster_asn": integer("BGP AS number.", 1, 2**32 - 1),
+    }),
+    "csi": section("Cinder CSI (needs the cloud controller's credential).", {
+        "enabled": flag("The controller on the control planes, the node service everywhere."),
+        "images": section("Images.", {
+            key: text(f"The {key}'s image.", "image")
+            for key in ("plugin", "provisioner", "attacher", "resizer", "registrar")
+        }),
+        "ignore_volume_az": flag("Make volumes in Cinder's default zone (its zones are not "
+                                 "Nova's)."),
+        "node_volume_attach_limit": integer("Volumes one node takes.", 1, 4096),
+        "storage_classes": listing("One StorageClass per Cinder volume type.", section(
+            "A StorageClass.", {
+                "name": text("Its name.", "k8s-name", required=True),
+                "type": nullable(text("Cinder volume type (null: Cinder's default).")),
+                "default": flag("The cluster's default StorageClass (exactly one)."),
+                "fstype": choice("File system.", FSTYPES),
+                "reclaim_policy": choice("What deleting the claim does to the volume.",
+                                         ("Delete", "Retain")),
+                "allow_volume_expansion": flag("Claims may grow."),
+            })),
     }),
     "ccm": section("OpenStack cloud-controller-manager.", {
         "enabled": flag("Also sets cloud-provider=external on every kubelet."),

@@ -103,6 +103,8 @@ FORMATS = {
         _regex(r"[a-z0-9][a-z0-9._/-]*(:[0-9]+)?(/[a-z0-9._-]+)*(:[\w.-]+)?(@sha256:[0-9a-f]{64})?"),
         "a container image reference", "registry.k8s.io/pause:3.10"),
     "name": (_regex(r"[A-Za-z0-9][A-Za-z0-9@_.:-]*"), "a name without spaces", "salt-minion"),
+    "k8s-name": (_regex(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?"),
+                 "a Kubernetes object name (lower case, digits, '-' and '.')", "cinder-ssd"),
     "locale": (_regex(r"[A-Za-z]+(_[A-Za-z]+)?(\.[A-Za-z0-9-]+)?(@\w+)?"), "a locale", "C.UTF-8"),
     "duration": (_regex(r"[0-9]+(s|m|h|d|w)"), "a fail2ban duration", "1h (or seconds: 3600)"),
     "haproxy-time": (_regex(r"[0-9]+(us|ms|s|m|h|d)"), "an haproxy time", "2s"),

@@ -198,6 +198,17 @@ def one_entry_per_path(view, error):
     _unique(view, error, "file_transfer:files", "path")
 
 
+@rule("kubeadm:csi")
+def one_default_storage_class(view, error):
+    classes = view.merged("kubeadm:csi:storage_classes") or []
+    _unique(view, error, "kubeadm:csi:storage_classes", "name")
+    defaults = [c.get("name") for c in classes if c.get("default")]
+    if (view.merged("kubeadm:csi:enabled") and classes) and len(defaults) != 1:
+        error("kubeadm:csi:storage_classes",
+              f"has {len(defaults)} default classes ({', '.join(map(str, defaults)) or 'none'})",
+              "set default: true on exactly one StorageClass")
+
+
 @rule("kubeadm:ccm", "kos:roles", "kos:distribution")
 def ccm_credentials_on_control_planes(view, error):
     credentials = view.given("kubeadm:ccm:credentials")
