@@ -236,16 +236,16 @@ def test_local_cloud_says_once_that_the_operators_cloud_is_ignored(workdir, writ
      "5 microk8s hosts need about 800 MiB"),
     # 2 plain hosts, 3 kubeadm control planes at 1024 MiB, a worker at 300 MiB
     ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3},
-     "6 kubeadm hosts need about 3692 MiB"),
+     "6 kubeadm hosts need about 4047 MiB"),
     # the same nodes written as a map by name
     ({"kubernetes_distribution": "kubeadm", "kubernetes_nodes": {
         "k8s-cp-1": {"role": "control_plane"}, "k8s-cp-2": {"role": "control_plane"},
         "k8s-cp-3": {"role": "control_plane"}, "k8s-worker-1": {"role": "worker"}}},
-     "6 kubeadm hosts need about 3692 MiB"),
+     "6 kubeadm hosts need about 4047 MiB"),
     # the same behind the API load balancer: its amphora, 250 MiB more
     ({"kubernetes_distribution": "kubeadm", "num_kube_nodes": 4, "num_control_plane": 3,
       "api_load_balancer": "octavia"},
-     "6 kubeadm hosts need about 3942 MiB"),
+     "6 kubeadm hosts need about 4297 MiB"),
 ])
 def test_local_memory_estimate_follows_the_clusters_shape(workdir, write_vars, values, message):
     res = local_preflight(workdir, write_vars, **values)
@@ -256,10 +256,10 @@ def test_local_memory_estimate_follows_the_clusters_shape(workdir, write_vars, v
 
 
 @pytest.mark.parametrize("running, avail, ok, text", [
-    (False, 8200, True, "6 kubeadm hosts need about 3692 MiB (the cloud 4400 MiB more); "
-                        "8200 MiB available"),
+    (False, 8500, True, "6 kubeadm hosts need about 4047 MiB (the cloud 4400 MiB more); "
+                        "8500 MiB available"),
     (False, 7000, False, "(the cloud 4400 MiB more); 7000 MiB available"),
-    (True, 7000, True, "6 kubeadm hosts need about 3692 MiB (the cloud is up); 7000 MiB"),
+    (True, 7000, True, "6 kubeadm hosts need about 4047 MiB (the cloud is up); 7000 MiB"),
     (True, 3000, False, "(the cloud is up); 3000 MiB available"),
 ])
 def test_a_running_clouds_memory_is_not_counted_again(running, avail, ok, text):
