@@ -44,6 +44,7 @@ from kos.state import fingerprint
 from . import hosts as hosts_mod
 from . import amphora, cloud_provider, csi, kubernetes, net, provider, rootfs
 from .image import files_digest
+from .openstack import config as cloud_config
 from .openstack import materialiser
 from .openstack.cloud import RESERVED, Cloud, cloud_name
 from .openstack.image import layer as cloud_layer
@@ -108,12 +109,14 @@ def pillar_layer(version=None):
                 defaults["ccm"]["image"], ccm)} if ccm else {
                 "enabled": False},
             # Cinder keeps its volumes in the zone nova, and kos-az-2 is Nova's only
-            # (config.COMPUTE_ZONES): a node there attaches a volume made in nova. XFS:
-            # ext4 grows online only with CAP_SYS_RESOURCE (EXT4_IOC_RESIZE_FS), which
-            # this machine does not give; xfs_growfs needs CAP_SYS_ADMIN only.
+            # (cloud_config.COMPUTE_ZONES): volumes are made in nova whatever the node's zone,
+            # and a node in kos-az-2 attaches them. XFS: ext4 grows online only with
+            # CAP_SYS_RESOURCE (EXT4_IOC_RESIZE_FS), which this machine does not give;
+            # xfs_growfs needs CAP_SYS_ADMIN only.
             "csi": {"enabled": True, "ignore_volume_az": True, "images": csi_images,
-                    "storage_classes": [{**sc, "fstype": "xfs"} for sc in
-                                        defaults["csi"]["storage_classes"]]}
+                    "storage_classes": [
+                        {**sc, "fstype": "xfs", "availability": cloud_config.DEFAULT_ZONE}
+                        for sc in defaults["csi"]["storage_classes"]]}
             if csi_images else {"enabled": False},
             "manage": {"kernel_modules": False},
         },

@@ -132,7 +132,8 @@ def _with_cloud_controller(build_dir):
 def test_the_csi_images_are_the_formulas_but_the_registrar_and_grow_xfs():
     """The rehearsal's pillar names the formula's sidecars as they are, its plugin at the
     cloud controller's release, and kos's own registrar (no upstream release is served);
-    its classes are the formula's with XFS, which grows mounted here."""
+    its classes are the formula's with XFS, which grows mounted here, made in Cinder's only
+    zone whatever the node's."""
     defaults = kubernetes.formula_defaults()["csi"]
     layer = kos_local.pillar_layer("v1.31.4")["kubeadm"]["csi"]
     assert {k: layer["images"][k] for k in csi.SIDECARS} == {
@@ -142,7 +143,8 @@ def test_the_csi_images_are_the_formulas_but_the_registrar_and_grow_xfs():
     assert layer["images"]["registrar"].startswith(f"kos.local/{csi.REGISTRAR}:")
     assert [c["name"] for c in layer["storage_classes"]] == [
         c["name"] for c in defaults["storage_classes"]]
-    assert {c["fstype"] for c in layer["storage_classes"]} == {"xfs"}
+    assert {(c["fstype"], c["availability"]) for c in layer["storage_classes"]} == {
+        ("xfs", "nova")}
     assert layer["ignore_volume_az"] is True
 
 

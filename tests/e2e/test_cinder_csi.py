@@ -19,6 +19,7 @@ from tests.e2e.test_real_kubernetes import (PROBE_IMAGE, import_probe, kube_json
 pytestmark = pytest.mark.netns
 
 NAME = "kos-e2e-data"
+DRIVER = "cinder.csi.openstack.org"
 CLUSTER_KEY = "cinder.csi.openstack.org/cluster"
 GIB = 1024 ** 3
 MANIFEST = """\
@@ -52,6 +53,27 @@ spec:
 """ % {"name": NAME, "image": PROBE_IMAGE}
 WORKERS = ("k8s-worker-1", "k8s-worker-2")
 LABEL = "node-role.kubernetes.io/worker-csi"
+
+
+def registered(real):
+    """Every node's CSINode lists the driver: its node service answered the kubelet."""
+    nodes = kube_json(real, "get", "csinode")["items"]
+    missing = [n["metadata"]["name"] for n in nodes
+               if DRIVER not in [d["name"] for d in n["spec"].get("drivers") or []]]
+    return len(nodes) == len(real.values["kubernetes_nodes"]) and not missing, missing
+
+
+def why(real):
+    """What an operator looks at when a claim's Pod waits: its claim's and Pod's events,
+    the CSI's Pods and the controller's last lines."""
+    events = kubectl(real, "get", "events", "-o", "custom-columns=O:.involvedObject.name,"
+                     "R:.reason,M:.message", "--no-headers", check=False).stdout
+    pods = kubectl(real, "-n", "kube-system", "get", "pods", "-o", "wide", "-l",
+                   "app in (csi-cinder-controllerplugin,csi-cinder-nodeplugin)",
+                   check=False).stdout
+    logs = kubectl(real, "-n", "kube-system", "logs", "deployment/csi-cinder-controllerplugin",
+                   "--all-containers", "--tail=15", check=False).stdout
+    return f"events:\n{events[-2500:]}\nCSI pods:\n{pods}\ncontroller:\n{logs[-3000:]}"
 
 
 def running_pod(real):
@@ -104,10 +126,15 @@ def test_exactly_one_default_storage_class_provisions_through_cinder(real):
 
 def test_a_claim_gets_a_cinder_volume_that_follows_its_pod_grows_and_goes(real, workload):
     conn = real.conn()
+    wait_for("the Cinder CSI registered on every node (nodes without it)",
+             lambda: registered(real), timeout=600, interval=5)
     began = time.monotonic()
     kubectl(real, "apply", "-f", "-", stdin=MANIFEST)
-    pod = wait_for("the claim's Pod running", lambda: running_pod(real), timeout=300,
-                   interval=2)
+    try:
+        pod = wait_for("the claim's Pod running", lambda: running_pod(real), timeout=300,
+                       interval=2)
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}\n{why(real)}")
     print(f"\nPVC bound and its Pod running: {time.monotonic() - began:.0f}s")
     first = pod["spec"]["nodeName"]
     volume = volume_of_claim(real, conn)

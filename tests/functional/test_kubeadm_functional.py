@@ -323,7 +323,8 @@ def test_storage_classes_one_per_entry_the_default_annotated(loaders):
     sc = docs[0]
     assert sc["metadata"]["annotations"] == {"storageclass.kubernetes.io/is-default-class": "true"}
     assert sc["provisioner"] == "cinder.csi.openstack.org"
-    assert sc["parameters"] == {"csi.storage.k8s.io/fstype": "ext4"}  # Cinder's default type
+    # Cinder's default type, in the zone of the first Pod's node
+    assert sc["parameters"] == {"csi.storage.k8s.io/fstype": "ext4"}
     assert sc["allowVolumeExpansion"] is True and sc["reclaimPolicy"] == "Delete"
     assert sc["volumeBindingMode"] == "WaitForFirstConsumer"
 

@@ -507,6 +507,8 @@ KUBEADM = section("The kubeadm distribution.", {
             "A StorageClass.", {
                 "name": text("Its name.", "k8s-name", required=True),
                 "type": nullable(text("Cinder volume type (null: Cinder's default).")),
+                "availability": nullable(text("Cinder zone of its volumes (null: the zone "
+                                              "of the first Pod's node).")),
                 "default": flag("The cluster's default StorageClass (exactly one)."),
                 "fstype": choice("File system.", FSTYPES),
                 "reclaim_policy": choice("What deleting the claim does to the volume.",
