@@ -10,7 +10,6 @@ built Kubernetes before adds it without building Kubernetes again. The same Go c
 serve both, so most of its dependencies are compiled already.
 """
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -52,27 +51,6 @@ def built(build_dir):
     return (Path(build_dir) / "images" / ARCHIVE).exists()
 
 
-def build_command(build, go, env, module, version, command, work, ldflags=()):
-    """``go build`` of ``./cmd/<command>`` of ``module@version`` into ``work/bin`` (``work``:
-    a scratch directory the caller removes), as one stage of ``build``. A module's zip has
-    no ``vendor/`` (the Go command leaves it out): its dependencies come through the proxy."""
-    bindir = Path(work) / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
-    with build.stage(f"{command} {version}"):
-        info = json.loads(build.output(go, "mod", "download", "-json", f"{module}@{version}",
-                                       env=env, cwd="/"))
-        src = Path(work) / f"src-{command}"
-        # a go.mod's replace directives rule out ``go install module@version``
-        shutil.copytree(info["Dir"], src, symlinks=True)
-        for p in src.rglob("*"):
-            if not p.is_symlink():
-                p.chmod(p.stat().st_mode | 0o200)
-        shutil.rmtree(src / "vendor", ignore_errors=True)
-        build.run(go, "build", "-ldflags", " ".join(["-s", "-w", *ldflags]),
-                  "-o", bindir, f"./cmd/{command}", env=env, timeout=3600, cwd=src)
-    return bindir / command
-
-
 def ensure(build, go, env, build_dir, kubernetes_version, formula_image):
     """Build the image into ``build_dir/images`` unless it is there (``build``: the
     ``image.Build`` the caller logs into, under its lock). A minor without a known release
@@ -80,7 +58,7 @@ def ensure(build, go, env, build_dir, kubernetes_version, formula_image):
     version = release(kubernetes_version)
     if version is None or built(build_dir):
         return None
-    from .kubernetes import write_image
+    from .kubernetes import build_command, write_image
 
     started = time.monotonic()
     work = Path(build_dir) / f".{COMMAND}.building"

@@ -89,16 +89,9 @@ def _marker(build_dir, key, ref):
 
 
 def _tool_files():
-    from .kubernetes import _add_libraries
+    from .kubernetes import host_programs
 
-    files = {}
-    for name in TOOLS:
-        path = shutil.which(name, path=TOOL_PATH)
-        if path is None:
-            continue
-        real = Path(path).resolve()
-        files[f"/usr/sbin/{name}"] = (real.read_bytes(), 0o755)
-        _add_libraries(files, str(real))
+    files = host_programs(TOOLS, TOOL_PATH)
     for path in TOOL_FILES:
         if Path(path).exists():
             files[path] = (Path(path).read_bytes(), 0o644)
@@ -113,7 +106,7 @@ def ensure(build, go, env, local_env, build_dir, kubernetes_version, formula_ima
     """The images into ``build_dir/images`` unless they are there (``build``: the
     ``image.Build`` the caller logs into, under its lock; ``env`` the cloud controller's Go,
     ``local_env`` this machine's, which the sidecars' newest releases need)."""
-    from .kubernetes import write_image
+    from .kubernetes import build_command, write_image
 
     refs = images(formula_images, kubernetes_version)
     if refs is None:
@@ -134,7 +127,7 @@ def ensure(build, go, env, local_env, build_dir, kubernetes_version, formula_ima
             spec = {"bin_dir": "/"}
             if key == "plugin":
                 version = _tag(ref)
-                cloud_provider.build_command(
+                build_command(
                     build, go, env, cloud_provider.MODULE, version, PLUGIN, work,
                     [f"-X {cloud_provider.MODULE}/pkg/version.Version={version}"])
                 # no entrypoint: upstream's manifests start it by its path in args
@@ -147,8 +140,7 @@ def ensure(build, go, env, local_env, build_dir, kubernetes_version, formula_ima
                 spec["bin"] = [REGISTRAR]
             else:
                 program, module = SIDECARS[key]
-                cloud_provider.build_command(build, go, local_env, module, _tag(ref), program,
-                                             work)
+                build_command(build, go, local_env, module, _tag(ref), program, work)
                 spec["bin"] = [program]
             if key != "plugin":
                 spec["entrypoint"] = [f"/{spec['bin'][0]}"]

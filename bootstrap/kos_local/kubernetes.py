@@ -203,7 +203,7 @@ def ensure(version=None):
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (path / MARKER).exists():
                 _build(version, path)
-            _build_cloud_provider(version, path)
+            _build_cloud_images(version, path)
     _link_minor(path, version)
     return path
 
@@ -288,7 +288,7 @@ def _build(version, path):
     ui.ok(f"Kubernetes {version} built in {time.monotonic() - started:.0f}s: {path}")
 
 
-def _build_cloud_provider(version, path):
+def _build_cloud_images(version, path):
     """The cloud controller's and the Cinder CSI's images into a finished build of
     ``version`` (stages of their own: a build made before they existed gets them without a
     rebuild), with the Go release Kubernetes ``version`` was built with."""
@@ -373,15 +373,38 @@ def _download(build, go, env, spec):
                                    timeout=BUILD_TIMEOUT, cwd="/"))
 
 
-def _as_module_build(src, version):
-    """The module zip is the repository without ``staging/``: build against the published
-    staging modules (``k8s.io/api v0.31.4`` for v1.31.4) instead of the workspace."""
+def _as_module(src):
+    """A copy of a module's source made writable and built as a module: without the
+    workspace and ``vendor/`` (a module's zip leaves the vendored sources out; its
+    dependencies come through the proxy)."""
     for p in (src / "go.work", src / "go.work.sum"):
         p.unlink(missing_ok=True)
     shutil.rmtree(src / "vendor", ignore_errors=True)
     for p in src.rglob("*"):
         if not p.is_symlink():
             p.chmod(p.stat().st_mode | 0o200)
+
+
+def build_command(build, go, env, module, version, command, work, ldflags=()):
+    """``go build`` of ``./cmd/<command>`` of ``module@version`` into ``work/bin`` (``work``:
+    a scratch directory the caller removes), as one stage of ``build``."""
+    bindir = Path(work) / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    with build.stage(f"{command} {version}"):
+        src = Path(work) / f"src-{command}"
+        # a go.mod's replace directives rule out ``go install module@version``
+        info = _download(build, go, env, f"{module}@{version}")
+        shutil.copytree(info["Dir"], src, symlinks=True)
+        _as_module(src)
+        build.run(go, "build", "-ldflags", " ".join(["-s", "-w", *ldflags]),
+                  "-o", bindir, f"./cmd/{command}", env=env, timeout=BUILD_TIMEOUT, cwd=src)
+    return bindir / command
+
+
+def _as_module_build(src, version):
+    """The module zip is the repository without ``staging/``: build against the published
+    staging modules (``k8s.io/api v0.31.4`` for v1.31.4) instead of the workspace."""
+    _as_module(src)
     staging = "v0." + version.split(".", 1)[1]
     gomod = src / "go.mod"
     # The sample-* modules are examples no command imports, and the proxy does not serve
@@ -455,16 +478,23 @@ def _add_libraries(files, program):
             files.setdefault(lib, "->" + real)
 
 
+def host_programs(names, search="/usr/sbin:/sbin:/usr/bin"):
+    """``{/usr/sbin/<name>: (bytes, mode) | "->target"}``: this machine's programs of
+    ``names`` found on ``search``, with the libraries they load, for an image's layer."""
+    files = {}
+    for name in names:
+        path = shutil.which(name, path=search)
+        if not path:
+            continue
+        files[f"/usr/sbin/{name}"] = (Path(path).read_bytes(), 0o755)
+        _add_libraries(files, path)
+    return files
+
+
 def _iptables_files():
     """``{path in image: (bytes, mode) | "->target"}``: Debian's iptables (nft and legacy
     backends, as kube-proxy's own image ships both) and conntrack, with their libraries."""
-    files = {}
-    for prog in IPTABLES_PROGRAMS:
-        path = shutil.which(prog, path="/usr/sbin:/sbin:/usr/bin")
-        if not path:
-            continue
-        files[f"/usr/sbin/{prog}"] = (Path(path).read_bytes(), 0o755)
-        _add_libraries(files, path)
+    files = host_programs(IPTABLES_PROGRAMS)
     for name in IPTABLES_NAMES:
         files[f"/usr/sbin/{name}"] = "->xtables-nft-multi"
     for name in ("iptables", "iptables-save", "iptables-restore"):
